@@ -1,0 +1,75 @@
+package broker
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/binary"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// user is a broker user.
+type user struct {
+	name     string
+	password string
+	tags     []string
+}
+
+// saslMechanisms is what connection.start offers.
+const saslMechanisms = "PLAIN AMQPLAIN"
+
+// parseSASL extracts the username and password from a connection.start-ok
+// response for the PLAIN or AMQPLAIN mechanism.
+func parseSASL(mechanism string, response []byte) (username, password string, ok bool) {
+	switch mechanism {
+	case "PLAIN":
+		// RFC 4616: [authzid] NUL authcid NUL passwd
+		parts := bytes.Split(response, []byte{0})
+		if len(parts) != 3 {
+			return "", "", false
+		}
+		return string(parts[1]), string(parts[2]), true
+	case "AMQPLAIN":
+		// A field table without its leading length (clients differ: accept both).
+		t, err := decodeBareTable(response)
+		if err != nil {
+			return "", "", false
+		}
+		u, uok := t["LOGIN"].(string)
+		p, pok := t["PASSWORD"].(string)
+		if !uok || !pok {
+			return "", "", false
+		}
+		return u, p, true
+	}
+	return "", "", false
+}
+
+func decodeBareTable(b []byte) (amqp.Table, error) {
+	framed := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(framed, uint32(len(b)))
+	copy(framed[4:], b)
+	t, _, err := amqp.DecodeTable(framed)
+	if err == nil {
+		return t, nil
+	}
+	t, _, err2 := amqp.DecodeTable(b)
+	if err2 == nil {
+		return t, nil
+	}
+	return nil, err
+}
+
+// authenticate checks a username and password.
+func (b *Broker) authenticate(username, password string) *user {
+	b.mu.Lock()
+	u := b.users[username]
+	b.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	if subtle.ConstantTimeCompare([]byte(u.password), []byte(password)) != 1 {
+		return nil
+	}
+	return u
+}

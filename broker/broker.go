@@ -1,0 +1,225 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config is what a Broker needs to run. Zero values take the defaults
+// listed beside each field.
+type Config struct {
+	// AMQPAddr is the AMQP listen address (default ":5672").
+	AMQPAddr string
+	// ChannelMax is the highest channel number offered in connection.tune
+	// (default 2047).
+	ChannelMax uint16
+	// FrameMax is the largest frame offered in connection.tune
+	// (default 131072).
+	FrameMax uint32
+	// Heartbeat is the heartbeat interval offered in connection.tune
+	// (default 60 s; a negative value offers 0, no heartbeats).
+	Heartbeat time.Duration
+	// MaxMessageSize is the largest message body accepted (default 128 MiB).
+	MaxMessageSize uint64
+	// HandshakeTimeout bounds the time from accept to connection.open-ok
+	// (default 10 s).
+	HandshakeTimeout time.Duration
+	// OutboundCap is the number of bytes a connection may have waiting to
+	// be written before its consumers stop receiving (default 1 MiB).
+	OutboundCap int
+	// DefaultUser and DefaultPass create the first user (default
+	// guest/guest) with full permissions on DefaultVHost (default "/").
+	DefaultUser, DefaultPass, DefaultVHost string
+	// Logger receives the broker's logs (default: no logging).
+	Logger *zap.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.AMQPAddr == "" {
+		c.AMQPAddr = ":5672"
+	}
+	if c.ChannelMax == 0 {
+		c.ChannelMax = 2047
+	}
+	if c.FrameMax == 0 {
+		c.FrameMax = 131072
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 60 * time.Second
+	}
+	if c.Heartbeat < 0 {
+		c.Heartbeat = 0
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 128 << 20
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.OutboundCap == 0 {
+		c.OutboundCap = 1 << 20
+	}
+	if c.DefaultUser == "" {
+		c.DefaultUser, c.DefaultPass = "guest", "guest"
+	}
+	if c.DefaultVHost == "" {
+		c.DefaultVHost = "/"
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("broker: closed")
+
+// Broker is a Warren server. Create it with New, start it with Serve (or
+// Listen then Serve), stop it with Close.
+type Broker struct {
+	cfg Config
+	log *zap.Logger
+
+	mu     sync.Mutex
+	ln     net.Listener
+	vhosts map[string]*vhost
+	users  map[string]*user
+	conns  map[*conn]struct{}
+	closed bool
+
+	connWG sync.WaitGroup
+	nextID atomic.Uint64
+}
+
+// New returns a broker with the default user and vhost. It does no I/O.
+func New(cfg Config) (*Broker, error) {
+	cfg.setDefaults()
+	b := &Broker{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		vhosts: make(map[string]*vhost),
+		users:  make(map[string]*user),
+		conns:  make(map[*conn]struct{}),
+	}
+	b.vhosts[cfg.DefaultVHost] = newVHost(cfg.DefaultVHost)
+	b.users[cfg.DefaultUser] = &user{name: cfg.DefaultUser, password: cfg.DefaultPass, tags: []string{"administrator"}}
+	return b, nil
+}
+
+// Listen binds the AMQP listener. Serve calls it when it has not been
+// called; call it first to learn Addr before serving.
+func (b *Broker) Listen() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if b.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", b.cfg.AMQPAddr)
+	if err != nil {
+		return err
+	}
+	b.ln = ln
+	return nil
+}
+
+// Addr is the bound AMQP address, or nil before Listen.
+func (b *Broker) Addr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ln == nil {
+		return nil
+	}
+	return b.ln.Addr()
+}
+
+// Serve accepts AMQP connections until ctx is done or Close is called.
+func (b *Broker) Serve(ctx context.Context) error {
+	if err := b.Listen(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	ln := b.ln
+	b.mu.Unlock()
+	b.log.Info("amqp listener started", zap.Stringer("addr", ln.Addr()))
+	stop := context.AfterFunc(ctx, func() { _ = b.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			b.mu.Lock()
+			closed := b.closed
+			b.mu.Unlock()
+			if closed {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := newConn(b, nc)
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		b.conns[c] = struct{}{}
+		b.connWG.Add(1)
+		b.mu.Unlock()
+		go func() {
+			defer b.connWG.Done()
+			c.serve()
+			b.mu.Lock()
+			delete(b.conns, c)
+			b.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, sends connection.close 320 CONNECTION_FORCED to
+// every client, waits briefly for them to answer, and returns when every
+// connection has ended.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.connWG.Wait()
+		return nil
+	}
+	b.closed = true
+	ln := b.ln
+	conns := make([]*conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	for _, c := range conns {
+		c.forceClose("broker forced connection closure with reason 'shutdown'")
+	}
+	b.connWG.Wait()
+	return nil
+}
+
+// vhost returns the named virtual host or nil.
+func (b *Broker) vhost(name string) *vhost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.vhosts[name]
+}

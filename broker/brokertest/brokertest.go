@@ -1,0 +1,52 @@
+// Package brokertest starts an in-process Warren broker on 127.0.0.1:0 for
+// tests, in the manner of net/http/httptest.
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/warrenmq/warren/broker"
+)
+
+// Server is a running broker.
+type Server struct {
+	*broker.Broker
+	// URL is the amqp:// URL of the server with the default credentials.
+	URL string
+	// Addr is host:port of the AMQP listener.
+	Addr string
+	done chan error
+}
+
+// Start runs a broker for the duration of the test; cfg may be nil. The
+// broker is closed by t.Cleanup.
+func Start(t testing.TB, cfg *broker.Config) *Server {
+	t.Helper()
+	var c broker.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.AMQPAddr = "127.0.0.1:0"
+	if c.Logger == nil {
+		c.Logger = zaptest.NewLogger(t)
+	}
+	b, err := broker.New(c)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	if err := b.Listen(); err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	s := &Server{Broker: b, Addr: b.Addr().String(), done: make(chan error, 1)}
+	s.URL = fmt.Sprintf("amqp://guest:guest@%s/", s.Addr)
+	go func() { s.done <- b.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		_ = b.Close()
+		<-s.done
+	})
+	return s
+}

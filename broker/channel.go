@@ -1,0 +1,234 @@
+package broker
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// channel is one AMQP channel. The connection's reader runs it; fields
+// below mu are also touched by goroutines that deliver to its consumers.
+type channel struct {
+	id uint16
+	c  *conn
+
+	// closing is set after this side sent channel.close: frames are
+	// dropped until channel.close-ok.
+	closing bool
+
+	// content assembly of the publish in progress
+	pub publishing
+
+	// prefetch is the per-consumer limit given to new consumers.
+	prefetch int
+	// globalPrefetch is the channel-wide limit (0 = none); globalUnacked
+	// counts consumer deliveries awaiting acknowledgement.
+	globalPrefetch atomic.Int32
+	globalUnacked  atomic.Int32
+	// paused is set by channel.flow{active=false} from the client.
+	paused atomic.Bool
+
+	confirm      bool
+	confirmSeq   uint64 // last publish sequence number
+	confirmAcked uint64 // highest sequence number confirmed to the client
+	confirmDirty bool
+
+	tx      bool
+	txPubs  []txPublish
+	txAcks  []txAck
+	targets []*queueEntity
+	// lastQueue is the queue last declared on the channel, used when a
+	// method names the queue "".
+	lastQueue string
+
+	// mu guards the fields below; see the lock order in doc.go.
+	mu        sync.Mutex
+	nextTag   uint64
+	unacked   []pending
+	consumers map[string]*consumer
+	closed    bool
+}
+
+// pending is a delivery awaiting acknowledgement.
+type pending struct {
+	tag   uint64
+	qe    *queueEntity
+	cons  *consumer // nil for basic.get
+	entry queue.Entry
+}
+
+func newChannel(c *conn, id uint16) *channel {
+	return &channel{id: id, c: c, consumers: make(map[string]*consumer)}
+}
+
+// handleMethod runs one method. A soft error closes the channel; a hard
+// one is returned to close the connection.
+func (ch *channel) handleMethod(m amqp.Method) error {
+	if ch.closing {
+		switch m.(type) {
+		case *amqp.ChannelCloseOk:
+			delete(ch.c.channels, ch.id)
+		case *amqp.ChannelClose:
+			ch.c.send(ch.id, &amqp.ChannelCloseOk{})
+			delete(ch.c.channels, ch.id)
+		}
+		return nil
+	}
+	if ch.pub.stage != stageIdle {
+		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
+			"expected content header for class 60, got non content header frame instead")
+	}
+	err := ch.dispatch(m)
+	if err == nil {
+		return nil
+	}
+	var ae *amqp.Error
+	if !errors.As(err, &ae) {
+		ch.c.log.Error("internal error", zapErr(err))
+		return amqp.Errorf(amqp.InternalError, m.ClassID(), m.MethodID(), "%v", err)
+	}
+	if ae.Hard() {
+		return ae
+	}
+	ch.softClose(ae)
+	return nil
+}
+
+// softClose sends channel.close for a channel exception and releases what
+// the channel holds.
+func (ch *channel) softClose(ae *amqp.Error) {
+	ch.c.send(ch.id, &amqp.ChannelClose{ReplyCode: ae.Code, ReplyText: ae.Text, FailingClassID: ae.ClassID, FailingMethodID: ae.MethodID})
+	ch.closing = true
+	ch.pub = publishing{}
+	ch.shutdown()
+}
+
+func (ch *channel) dispatch(m amqp.Method) error {
+	switch m := m.(type) {
+	case *amqp.BasicPublish:
+		return ch.startPublish(m)
+	case *amqp.BasicAck:
+		return ch.ack(m.DeliveryTag, m.Multiple)
+	case *amqp.BasicNack:
+		return ch.reject(m.DeliveryTag, m.Multiple, m.Requeue, 120)
+	case *amqp.BasicReject:
+		return ch.reject(m.DeliveryTag, false, m.Requeue, 90)
+	case *amqp.BasicConsume:
+		return ch.consume(m)
+	case *amqp.BasicCancel:
+		return ch.cancel(m)
+	case *amqp.BasicGet:
+		return ch.get(m)
+	case *amqp.BasicQos:
+		return ch.qos(m)
+	case *amqp.BasicRecover:
+		if !m.Requeue {
+			return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 110, "requeue=false")
+		}
+		ch.recover()
+		ch.c.send(ch.id, &amqp.BasicRecoverOk{})
+		return nil
+	case *amqp.BasicRecoverAsync:
+		if !m.Requeue {
+			return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 100, "requeue=false")
+		}
+		ch.recover()
+		return nil
+	case *amqp.ExchangeDeclare:
+		return ch.exchangeDeclare(m)
+	case *amqp.ExchangeDelete:
+		return ch.exchangeDelete(m)
+	case *amqp.ExchangeBind:
+		return ch.exchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *amqp.ExchangeUnbind:
+		return ch.exchangeBind(m.Destination, m.Source, m.RoutingKey, m.Arguments, m.NoWait, false)
+	case *amqp.QueueDeclare:
+		return ch.queueDeclare(m)
+	case *amqp.QueueBind:
+		return ch.queueBind(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, m.NoWait, true)
+	case *amqp.QueueUnbind:
+		return ch.queueBind(m.Queue, m.Exchange, m.RoutingKey, m.Arguments, false, false)
+	case *amqp.QueuePurge:
+		return ch.queuePurge(m)
+	case *amqp.QueueDelete:
+		return ch.queueDelete(m)
+	case *amqp.ConfirmSelect:
+		if ch.tx {
+			return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassConfirm, 10, "cannot switch from tx to confirm mode")
+		}
+		ch.confirm = true
+		if !m.NoWait {
+			ch.c.send(ch.id, &amqp.ConfirmSelectOk{})
+		}
+		return nil
+	case *amqp.TxSelect:
+		if ch.confirm {
+			return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 10, "cannot switch from confirm to tx mode")
+		}
+		ch.tx = true
+		ch.c.send(ch.id, &amqp.TxSelectOk{})
+		return nil
+	case *amqp.TxCommit:
+		return ch.txCommit()
+	case *amqp.TxRollback:
+		return ch.txRollback()
+	case *amqp.ChannelFlow:
+		ch.paused.Store(!m.Active)
+		ch.c.send(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
+		if m.Active {
+			ch.c.out.wake()
+		}
+		return nil
+	case *amqp.ChannelFlowOk:
+		return nil
+	case *amqp.ChannelClose:
+		ch.shutdown()
+		delete(ch.c.channels, ch.id)
+		ch.c.send(ch.id, &amqp.ChannelCloseOk{})
+		return nil
+	case *amqp.ChannelCloseOk:
+		return nil
+	case *amqp.ChannelOpen:
+		return amqp.Errorf(amqp.ChannelError, amqp.ClassChannel, 10, "second 'channel.open' seen")
+	case *amqp.AccessRequest:
+		ch.c.send(ch.id, &amqp.AccessRequestOk{Ticket: 1})
+		return nil
+	}
+	return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "method '%s' is not valid here", m.Name())
+}
+
+// shutdown cancels the channel's consumers and returns its unacknowledged
+// deliveries to their queues. The channel takes no more deliveries.
+func (ch *channel) shutdown() {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return
+	}
+	ch.closed = true
+	conss := make([]*consumer, 0, len(ch.consumers))
+	for _, cons := range ch.consumers {
+		conss = append(conss, cons)
+	}
+	clear(ch.consumers)
+	unacked := ch.unacked
+	ch.unacked = nil
+	ch.mu.Unlock()
+	for _, cons := range conss {
+		cons.qe.removeConsumer(cons)
+	}
+	ch.requeue(unacked)
+	ch.txPubs, ch.txAcks = nil, nil
+}
+
+// recover requeues every unacknowledged delivery of the channel.
+func (ch *channel) recover() {
+	ch.mu.Lock()
+	unacked := ch.unacked
+	ch.unacked = nil
+	ch.mu.Unlock()
+	ch.requeue(unacked)
+}

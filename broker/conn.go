@@ -1,0 +1,366 @@
+package broker
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Version is Warren's version as reported to clients.
+var Version = "0.1.0"
+
+// closeTimeout bounds how long a connection waits for connection.close-ok
+// after sending connection.close, and how long the writer may block on a
+// final write.
+const closeTimeout = 3 * time.Second
+
+// conn is one client connection. Its reader goroutine (serve) owns every
+// field without a comment saying otherwise.
+type conn struct {
+	b   *Broker
+	nc  net.Conn
+	log *zap.Logger
+	id  uint64
+
+	rd  deadlineReader
+	fr  *amqp.FrameReader
+	dec amqp.MethodDecoder
+	out *outbound
+
+	channelMax uint16
+	frameMax   uint32
+	heartbeat  time.Duration
+	vhost      *vhost
+	user       *user
+	clientProps amqp.Table
+
+	capCancelNotify bool
+	capAuthFailure  bool
+
+	channels map[uint16]*channel
+	// confirmDirty lists channels with confirms to send at the end of the
+	// current read batch.
+	confirmDirty []*channel
+	// exclusive lists the exclusive queues this connection declared.
+	exclusive []*queueEntity
+
+	// closing is set once either side sent connection.close; after that
+	// only close and close-ok are processed.
+	closing atomic.Bool
+
+	// hbSet hands the negotiated heartbeat to the writer.
+	hbSet      chan time.Duration
+	writerDone chan struct{}
+	// lastRead is the time of the last read (unix nanoseconds).
+	lastRead atomic.Int64
+
+	starvedMu sync.Mutex
+	starved   []*consumer
+}
+
+// deadlineReader sets a read deadline before each read of the socket, so
+// that a silent peer (handshake timeout, missed heartbeats) ends the read.
+type deadlineReader struct {
+	nc      net.Conn
+	timeout atomic.Int64 // nanoseconds; 0 = none
+	last    *atomic.Int64
+}
+
+func (r *deadlineReader) Read(p []byte) (int, error) {
+	now := time.Now()
+	if t := r.timeout.Load(); t > 0 {
+		_ = r.nc.SetReadDeadline(now.Add(time.Duration(t)))
+	}
+	n, err := r.nc.Read(p)
+	if n > 0 {
+		r.last.Store(now.UnixNano())
+	}
+	return n, err
+}
+
+func newConn(b *Broker, nc net.Conn) *conn {
+	c := &conn{
+		b:          b,
+		nc:         nc,
+		id:         b.nextID.Add(1),
+		out:        newOutbound(),
+		channels:   make(map[uint16]*channel),
+		hbSet:      make(chan time.Duration, 1),
+		writerDone: make(chan struct{}),
+		frameMax:   b.cfg.FrameMax,
+		channelMax: b.cfg.ChannelMax,
+	}
+	c.log = b.log.With(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
+	c.rd.nc = nc
+	c.rd.last = &c.lastRead
+	c.rd.timeout.Store(int64(b.cfg.HandshakeTimeout))
+	c.fr = amqp.NewFrameReader(&c.rd, 4096)
+	c.fr.SetMaxFrameSize(b.cfg.FrameMax)
+	return c
+}
+
+// serve runs the connection until it ends. It is the reader goroutine.
+func (c *conn) serve() {
+	defer c.teardown()
+	go c.writeLoop()
+	if err := c.handshake(); err != nil {
+		c.handleErr(err)
+		if c.closing.Load() {
+			c.drainUntilCloseOk()
+		}
+		return
+	}
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.handleErr(err)
+			if c.closing.Load() {
+				var ae *amqp.Error
+				if !errors.As(err, &ae) || ae.Code != amqp.FrameError {
+					c.drainUntilCloseOk()
+				}
+			}
+			return
+		}
+		if c.closing.Load() {
+			if c.handleWhileClosing(f) {
+				return
+			}
+			continue
+		}
+		if err := c.handleFrame(f); err != nil {
+			if errors.Is(err, errConnClosed) {
+				return
+			}
+			c.handleErr(err)
+			if c.closing.Load() {
+				c.drainUntilCloseOk()
+			}
+			return
+		}
+		if c.fr.Buffered() == 0 {
+			c.flushConfirms()
+		}
+	}
+}
+
+// errConnClosed ends the reader after an orderly close.
+var errConnClosed = errors.New("broker: connection closed")
+
+// handleErr reports err to the peer when it is a protocol error.
+func (c *conn) handleErr(err error) {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		c.log.Info("closing connection", zap.Uint16("reply-code", ae.Code), zap.String("reply-text", ae.Text))
+		c.sendClose(ae)
+		return
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+		c.log.Debug("connection ended", zap.Error(err))
+		return
+	}
+	c.log.Debug("connection failed", zap.Error(err))
+}
+
+// sendClose sends connection.close once; later calls do nothing.
+func (c *conn) sendClose(ae *amqp.Error) {
+	if !c.closing.CompareAndSwap(false, true) {
+		return
+	}
+	c.send(0, &amqp.ConnectionClose{ReplyCode: ae.Code, ReplyText: ae.Text, FailingClassID: ae.ClassID, FailingMethodID: ae.MethodID})
+	c.rd.timeout.Store(int64(closeTimeout))
+	_ = c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+}
+
+// forceClose is the broker's shutdown of this connection; any goroutine.
+func (c *conn) forceClose(reason string) {
+	c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
+}
+
+// drainUntilCloseOk reads until the peer answers connection.close or the
+// close timeout passes.
+func (c *conn) drainUntilCloseOk() {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		if c.handleWhileClosing(f) {
+			return
+		}
+	}
+}
+
+// handleWhileClosing processes a frame after connection.close was sent and
+// reports whether the connection is done.
+func (c *conn) handleWhileClosing(f amqp.Frame) bool {
+	if f.Type != amqp.FrameMethod || f.Channel != 0 {
+		return false
+	}
+	m, err := c.dec.Decode(f.Payload)
+	if err != nil {
+		return true
+	}
+	switch m.(type) {
+	case *amqp.ConnectionCloseOk:
+		return true
+	case *amqp.ConnectionClose:
+		c.send(0, &amqp.ConnectionCloseOk{})
+		return true
+	}
+	return false
+}
+
+// send appends one method frame to the outbound buffer.
+func (c *conn) send(channel uint16, m amqp.Method) {
+	o := c.out
+	o.lock()
+	was := len(o.buf) + len(o.segs)
+	start := len(o.buf)
+	o.buf = amqp.AppendMethodFrame(o.buf, channel, m)
+	o.unlock(len(o.buf) - start)
+	if was == 0 {
+		o.wake()
+	}
+}
+
+// teardown releases everything the connection holds.
+func (c *conn) teardown() {
+	for id, ch := range c.channels {
+		ch.shutdown()
+		delete(c.channels, id)
+	}
+	for _, qe := range c.exclusive {
+		qe.vhost.deleteQueue(qe, false, false)
+	}
+	c.exclusive = nil
+	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
+	c.out.close()
+	<-c.writerDone
+	_ = c.nc.Close()
+}
+
+// writeLoop is the writer goroutine: it writes what is appended to the
+// outbound buffer, sends heartbeats, and detects missed ones.
+func (c *conn) writeLoop() {
+	defer close(c.writerDone)
+	o := c.out
+	var ticker *time.Ticker
+	var tick <-chan time.Time
+	var hb time.Duration
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	lastWrite := time.Now()
+	for {
+		select {
+		case <-o.signal:
+		case d := <-c.hbSet:
+			hb = d
+			if hb > 0 {
+				ticker = time.NewTicker(hb / 2)
+				tick = ticker.C
+			}
+			continue
+		case now := <-tick:
+			if now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
+				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
+				_ = c.nc.Close()
+				continue
+			}
+			if now.Sub(lastWrite) >= hb/2 {
+				o.lock()
+				start := len(o.buf)
+				o.buf = amqp.AppendHeartbeat(o.buf)
+				o.unlock(len(o.buf) - start)
+			}
+		}
+		segs, buf, closed := o.take()
+		n := len(buf)
+		for _, s := range segs {
+			n += len(s)
+		}
+		if n > 0 {
+			var err error
+			if len(segs) > 0 {
+				if len(buf) > 0 {
+					segs = append(segs, buf)
+				}
+				_, err = segs.WriteTo(c.nc)
+			} else {
+				_, err = c.nc.Write(buf)
+			}
+			o.pending.Add(-int64(n))
+			lastWrite = time.Now()
+			if err != nil {
+				_ = c.nc.Close()
+				o.mu.Lock()
+				o.closed = true
+				o.mu.Unlock()
+				return
+			}
+		}
+		o.recycle(buf)
+		if closed {
+			return
+		}
+		c.kickStarved()
+	}
+}
+
+// starve records that cons was refused a delivery by a connection- or
+// channel-wide limit; kickStarved retries it once there is room.
+func (c *conn) starve(cons *consumer) {
+	c.starvedMu.Lock()
+	if !cons.starved {
+		cons.starved = true
+		c.starved = append(c.starved, cons)
+	}
+	c.starvedMu.Unlock()
+	// The limit may have lifted between the check and now: let the writer
+	// look again.
+	c.out.wake()
+}
+
+// kickStarved dispatches again to every starved consumer whose limits have
+// lifted. Call with no lock held.
+func (c *conn) kickStarved() {
+	c.starvedMu.Lock()
+	if len(c.starved) == 0 {
+		c.starvedMu.Unlock()
+		return
+	}
+	if c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
+		c.starvedMu.Unlock()
+		return
+	}
+	list := c.starved
+	c.starved = nil
+	for _, cons := range list {
+		cons.starved = false
+	}
+	c.starvedMu.Unlock()
+	for _, cons := range list {
+		cons.qe.dispatch()
+	}
+}
+
+// flushConfirms sends the publisher confirms gathered during the read
+// batch, one basic.ack per channel covering all of them.
+func (c *conn) flushConfirms() {
+	for i, ch := range c.confirmDirty {
+		ch.flushConfirms()
+		c.confirmDirty[i] = nil
+	}
+	c.confirmDirty = c.confirmDirty[:0]
+}

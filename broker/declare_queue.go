@@ -1,0 +1,255 @@
+package broker
+
+import (
+	"strings"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
+)
+
+func notFoundQueue(name, vhost string, classID, methodID uint16) error {
+	return amqp.Errorf(amqp.NotFound, classID, methodID, "no queue '%s' in vhost '%s'", name, vhost)
+}
+
+func resourceLocked(name, vhost string, classID, methodID uint16) error {
+	return amqp.Errorf(amqp.ResourceLocked, classID, methodID,
+		"cannot obtain exclusive access to locked queue '%s' in vhost '%s'. It could be originally declared on another connection or the exclusive property value does not match that of the original declaration.",
+		name, vhost)
+}
+
+// findQueue looks a queue up for a channel method, checking exclusivity.
+// An empty name means the queue last declared on the channel, as in
+// RabbitMQ.
+func (ch *channel) findQueue(name string, cls, mth uint16) (*queueEntity, error) {
+	v := ch.c.vhost
+	if name == "" {
+		if ch.lastQueue == "" {
+			return nil, amqp.Errorf(amqp.NotFound, cls, mth, "no previously declared queue")
+		}
+		name = ch.lastQueue
+	}
+	v.mu.RLock()
+	qe := v.queues[name]
+	v.mu.RUnlock()
+	if qe == nil {
+		return nil, notFoundQueue(name, v.name, cls, mth)
+	}
+	if qe.exclusive && qe.owner != ch.c {
+		return nil, resourceLocked(name, v.name, cls, mth)
+	}
+	return qe, nil
+}
+
+func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
+	const cls, mth = amqp.ClassQueue, 10
+	v := ch.c.vhost
+	name := m.Queue
+	if m.Passive {
+		if name == "" {
+			return notFoundQueue(name, v.name, cls, mth)
+		}
+		qe, err := ch.findQueue(name, cls, mth)
+		if err != nil {
+			return err
+		}
+		ch.declareOk(m.NoWait, qe)
+		return nil
+	}
+	if name == "" {
+		name = randomName("amq.gen-")
+	} else if strings.HasPrefix(name, "amq.") {
+		return amqp.Errorf(amqp.AccessRefused, cls, mth, "queue name '%s' contains reserved prefix 'amq.*'", name)
+	}
+	if err := checkName(name, cls, mth); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	qe := v.queues[name]
+	if qe != nil {
+		v.mu.Unlock()
+		if qe.exclusive && qe.owner != ch.c {
+			return resourceLocked(name, v.name, cls, mth)
+		}
+		if err := equivalentQueue(qe, m, v.name); err != nil {
+			return err
+		}
+		ch.lastQueue = name
+		ch.declareOk(m.NoWait, qe)
+		return nil
+	}
+	qe = &queueEntity{
+		name:       name,
+		vhost:      v,
+		durable:    m.Durable,
+		exclusive:  m.Exclusive,
+		autoDelete: m.AutoDelete,
+		args:       m.Arguments,
+		q:          queue.New(),
+	}
+	if m.Exclusive {
+		qe.owner = ch.c
+	}
+	v.queues[name] = qe
+	v.mu.Unlock()
+	if m.Exclusive {
+		ch.c.exclusive = append(ch.c.exclusive, qe)
+	}
+	ch.lastQueue = name
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: name})
+	}
+	return nil
+}
+
+func (ch *channel) declareOk(noWait bool, qe *queueEntity) {
+	if noWait {
+		return
+	}
+	qe.mu.Lock()
+	msgs, conss := qe.q.Ready(), qe.q.ConsumerCount()
+	qe.mu.Unlock()
+	ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: qe.name, MessageCount: uint32(msgs), ConsumerCount: uint32(conss)})
+}
+
+func equivalentQueue(qe *queueEntity, m *amqp.QueueDeclare, vhost string) error {
+	const cls, mth = amqp.ClassQueue, 10
+	switch {
+	case qe.durable != m.Durable:
+		return inequivalent("queue", "durable", qe.name, vhost, m.Durable, qe.durable, cls, mth)
+	case qe.exclusive != m.Exclusive:
+		return inequivalent("queue", "exclusive", qe.name, vhost, m.Exclusive, qe.exclusive, cls, mth)
+	case qe.autoDelete != m.AutoDelete:
+		return inequivalent("queue", "auto_delete", qe.name, vhost, m.AutoDelete, qe.autoDelete, cls, mth)
+	}
+	for k, want := range m.Arguments {
+		if have, ok := qe.args[k]; !ok || !equalArgs(amqp.Table{k: have}, amqp.Table{k: want}) {
+			return inequivalent("queue", k, qe.name, vhost, want, have, cls, mth)
+		}
+	}
+	for k, have := range qe.args {
+		if _, ok := m.Arguments[k]; !ok {
+			return inequivalent("queue", k, qe.name, vhost, "none", have, cls, mth)
+		}
+	}
+	return nil
+}
+
+// queueBind handles queue.bind (bind true) and queue.unbind.
+func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, bind bool) error {
+	cls, mth := uint16(amqp.ClassQueue), uint16(20)
+	if !bind {
+		mth = 50
+	}
+	v := ch.c.vhost
+	if xname == "" {
+		return accessRefusedDefault(cls, mth)
+	}
+	qe, err := ch.findQueue(qname, cls, mth)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	ex := v.exchanges[xname]
+	if ex == nil {
+		v.mu.Unlock()
+		return notFoundExchange(xname, v.name, cls, mth)
+	}
+	if v.queues[qname] != qe {
+		v.mu.Unlock()
+		return notFoundQueue(qname, v.name, cls, mth)
+	}
+	if err := validateBindArgs(ex, args, cls, mth); err != nil {
+		v.mu.Unlock()
+		return err
+	}
+	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
+	if bind {
+		ex.router.Bind(b)
+	} else if ex.router.Unbind(b) {
+		v.autoDeleteLocked(ex)
+	}
+	v.mu.Unlock()
+	if bind && !noWait {
+		ch.c.send(ch.id, &amqp.QueueBindOk{})
+	} else if !bind {
+		ch.c.send(ch.id, &amqp.QueueUnbindOk{})
+	}
+	return nil
+}
+
+func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
+	qe, err := ch.findQueue(m.Queue, amqp.ClassQueue, 30)
+	if err != nil {
+		return err
+	}
+	qe.mu.Lock()
+	n := qe.q.Purge()
+	qe.mu.Unlock()
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
+	}
+	return nil
+}
+
+func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
+	const cls, mth = amqp.ClassQueue, 40
+	v := ch.c.vhost
+	v.mu.RLock()
+	qe := v.queues[m.Queue]
+	v.mu.RUnlock()
+	n := 0
+	if qe != nil {
+		if qe.exclusive && qe.owner != ch.c {
+			return resourceLocked(m.Queue, v.name, cls, mth)
+		}
+		var err error
+		n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
+		if err != nil {
+			return err
+		}
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.QueueDeleteOk{MessageCount: uint32(n)})
+	}
+	return nil
+}
+
+// deleteQueue removes qe, its bindings and its consumers (who are told with
+// basic.cancel when their client understands it). It returns the number of
+// ready messages dropped.
+func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error) {
+	const cls, mth = amqp.ClassQueue, 40
+	v.mu.Lock()
+	qe.mu.Lock()
+	if qe.deleted || v.queues[qe.name] != qe {
+		qe.mu.Unlock()
+		v.mu.Unlock()
+		return 0, nil
+	}
+	if ifUnused && qe.q.ConsumerCount() > 0 {
+		qe.mu.Unlock()
+		v.mu.Unlock()
+		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' in use", qe.name, v.name)
+	}
+	if ifEmpty && qe.q.Ready() > 0 {
+		qe.mu.Unlock()
+		v.mu.Unlock()
+		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' is not empty", qe.name, v.name)
+	}
+	qe.deleted = true
+	n := qe.q.Ready()
+	var conss []*consumer
+	for _, c := range qe.q.Consumers() {
+		conss = append(conss, c.Owner.(*consumer))
+	}
+	qe.q.Purge()
+	qe.mu.Unlock()
+	delete(v.queues, qe.name)
+	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name})
+	v.mu.Unlock()
+	for _, cons := range conss {
+		cons.ch.serverCancel(cons)
+	}
+	return n, nil
+}

@@ -1,0 +1,261 @@
+package broker
+
+import (
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+type publishStage uint8
+
+const (
+	stageIdle publishStage = iota
+	stageHeader
+	stageBody
+)
+
+// publishing is a basic.publish whose content is being read.
+type publishing struct {
+	stage      publishStage
+	exchange   string
+	routingKey string
+	mandatory  bool
+	// buf holds the content header payload followed by the body; header
+	// and body are slices of it (one allocation per message).
+	buf    []byte
+	header []byte
+	body   []byte
+	got    int
+}
+
+// txPublish is a publish held until tx.commit.
+type txPublish struct {
+	exchange  string
+	mandatory bool
+	msg       *queue.Message
+}
+
+// txAck is an ack, nack or reject held until tx.commit.
+type txAck struct {
+	tag               uint64
+	multiple, requeue bool
+	ack               bool
+}
+
+func (ch *channel) startPublish(m *amqp.BasicPublish) error {
+	if m.Immediate {
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 40, "immediate=true")
+	}
+	ch.pub = publishing{stage: stageHeader, exchange: m.Exchange, routingKey: m.RoutingKey, mandatory: m.Mandatory}
+	return nil
+}
+
+// handleContent takes a content header or body frame.
+func (ch *channel) handleContent(f amqp.Frame) error {
+	if ch.closing {
+		return nil
+	}
+	p := &ch.pub
+	switch f.Type {
+	case amqp.FrameHeader:
+		if p.stage != stageHeader {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content header frame on channel %d", ch.id)
+		}
+		classID, size, err := amqp.ParseContentHeaderPrefix(f.Payload)
+		if err != nil {
+			return err
+		}
+		if classID != amqp.ClassBasic {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "content header for class %d, expected 60", classID)
+		}
+		if size > ch.c.b.cfg.MaxMessageSize {
+			ch.softClose(amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
+				"message size %d is larger than configured max size %d", size, ch.c.b.cfg.MaxMessageSize))
+			return nil
+		}
+		p.buf = make([]byte, len(f.Payload)+int(size))
+		copy(p.buf, f.Payload)
+		p.header = p.buf[:len(f.Payload):len(f.Payload)]
+		p.body = p.buf[len(f.Payload):]
+		p.got = 0
+		if size == 0 {
+			return ch.finishPublish()
+		}
+		p.stage = stageBody
+		return nil
+	default: // amqp.FrameBody
+		if p.stage != stageBody {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content body frame on channel %d", ch.id)
+		}
+		if len(f.Payload) > len(p.body)-p.got {
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "content body exceeds the size given in the content header")
+		}
+		p.got += copy(p.body[p.got:], f.Payload)
+		if p.got == len(p.body) {
+			return ch.finishPublish()
+		}
+		return nil
+	}
+}
+
+// finishPublish routes a complete message.
+func (ch *channel) finishPublish() error {
+	p := ch.pub
+	ch.pub = publishing{}
+	mode, prio := peekModePriority(p.header)
+	msg := &queue.Message{
+		Exchange:   p.exchange,
+		RoutingKey: p.routingKey,
+		Header:     p.header,
+		Body:       p.body,
+		Persistent: mode == 2,
+		Priority:   prio,
+	}
+	v := ch.c.vhost
+	v.mu.RLock()
+	ex := v.exchanges[p.exchange]
+	v.mu.RUnlock()
+	if ex == nil {
+		return notFoundExchange(p.exchange, v.name, amqp.ClassBasic, 40)
+	}
+	if ex.internal {
+		return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
+			"cannot publish to internal exchange '%s' in vhost '%s'", p.exchange, v.name)
+	}
+	if ch.tx {
+		ch.txPubs = append(ch.txPubs, txPublish{exchange: p.exchange, mandatory: p.mandatory, msg: msg})
+		return nil
+	}
+	ch.route(ex, p.mandatory, msg)
+	if ch.confirm {
+		ch.confirmSeq++
+		if !ch.confirmDirty {
+			ch.confirmDirty = true
+			ch.c.confirmDirty = append(ch.c.confirmDirty, ch)
+		}
+	}
+	return nil
+}
+
+// route delivers msg through ex to its queues and returns it to the
+// publisher when mandatory and unroutable. It reports whether any queue
+// took it.
+func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message) bool {
+	v := ch.c.vhost
+	v.mu.RLock()
+	// A stale ex (deleted since lookup) routes nowhere, as RabbitMQ would.
+	if v.exchanges[ex.name] != ex {
+		v.mu.RUnlock()
+		ch.returnUnroutable(mandatory, msg)
+		return false
+	}
+	targets := v.routeLocked(ex, msg.RoutingKey, func() amqp.Table { return headersOf(msg.Header) }, ch.targets[:0])
+	v.mu.RUnlock()
+	routed := false
+	for i, qe := range targets {
+		qe.mu.Lock()
+		if !qe.deleted {
+			qe.q.Publish(msg)
+			qe.dispatchLocked()
+			routed = true
+		}
+		qe.mu.Unlock()
+		targets[i] = nil
+	}
+	ch.targets = targets[:0]
+	if !routed {
+		ch.returnUnroutable(mandatory, msg)
+	}
+	return routed
+}
+
+func (ch *channel) returnUnroutable(mandatory bool, msg *queue.Message) {
+	if !mandatory {
+		return
+	}
+	o := ch.c.out
+	o.lock()
+	was := len(o.buf) + len(o.segs)
+	start := len(o.buf)
+	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicReturn{
+		ReplyCode:  amqp.NoRoute,
+		ReplyText:  "NO_ROUTE",
+		Exchange:   msg.Exchange,
+		RoutingKey: msg.RoutingKey,
+	})
+	added := ch.appendContentLocked(msg)
+	o.unlock(len(o.buf) - start + added)
+	if was == 0 {
+		o.wake()
+	}
+}
+
+// flushConfirms sends one basic.ack covering every publish since the last.
+func (ch *channel) flushConfirms() {
+	ch.confirmDirty = false
+	if ch.closing || ch.confirmSeq == ch.confirmAcked {
+		return
+	}
+	multiple := ch.confirmSeq-ch.confirmAcked > 1
+	ch.confirmAcked = ch.confirmSeq
+	ch.c.send(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq, Multiple: multiple})
+}
+
+func (ch *channel) txCommit() error {
+	if !ch.tx {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 20, "channel is not transactional")
+	}
+	pubs, acks := ch.txPubs, ch.txAcks
+	ch.txPubs, ch.txAcks = nil, nil
+	v := ch.c.vhost
+	for _, p := range pubs {
+		v.mu.RLock()
+		ex := v.exchanges[p.exchange]
+		v.mu.RUnlock()
+		if ex == nil {
+			ch.returnUnroutable(p.mandatory, p.msg)
+			continue
+		}
+		ch.route(ex, p.mandatory, p.msg)
+	}
+	for _, a := range acks {
+		taken, ok := ch.takeUnacked(a.tag, a.multiple)
+		if !ok {
+			continue
+		}
+		if a.ack || !a.requeue {
+			ch.settle(taken)
+		} else {
+			ch.requeue(taken)
+		}
+	}
+	ch.c.send(ch.id, &amqp.TxCommitOk{})
+	return nil
+}
+
+func (ch *channel) txRollback() error {
+	if !ch.tx {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 30, "channel is not transactional")
+	}
+	ch.txPubs, ch.txAcks = nil, nil
+	ch.c.send(ch.id, &amqp.TxRollbackOk{})
+	return nil
+}
+
+// peekModePriority reads delivery-mode and priority from a content header
+// payload without decoding the rest.
+func peekModePriority(header []byte) (mode, priority uint8) {
+	mode, priority, _, err := amqp.PeekDeliveryModePriorityExpiration(header)
+	if err != nil {
+		return 0, 0
+	}
+	return mode, priority
+}
+
+// headersOf decodes the headers table of a content header payload.
+func headersOf(header []byte) amqp.Table {
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(header, &h); err != nil {
+		return nil
+	}
+	return h.Properties.Headers
+}

@@ -1,0 +1,14 @@
+// Package queue holds one queue's logic as a deterministic state machine:
+// ready messages, consumers and their credit, dispatch order and the counts
+// of unacknowledged deliveries.
+//
+// A Queue owns no goroutine, does no I/O and reads no clock. The caller (the
+// broker) serialises every call with its own lock, feeds commands in
+// (Publish, AddConsumer, Dispatch, Settle, Return, Purge) and carries out
+// the effects that come back (the deliveries returned by Dispatch and Get).
+//
+// Unacknowledged deliveries are owned by whoever received them: the queue
+// counts them per consumer (for prefetch) and in total (for message counts),
+// and takes them back with Return, in their original order, marked
+// redelivered.
+package queue
