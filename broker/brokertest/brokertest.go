@@ -15,7 +15,8 @@ import (
 // Server is a running broker.
 type Server struct {
 	*broker.Broker
-	// URL is the amqp:// URL of the server with the default credentials.
+	// URL is the amqp:// URL of the server with the default credentials and
+	// vhost (no path: some clients read "/" as the empty vhost name).
 	URL string
 	// Addr is host:port of the AMQP listener.
 	Addr string
@@ -42,7 +43,7 @@ func Start(t testing.TB, cfg *broker.Config) *Server {
 		t.Fatalf("brokertest: %v", err)
 	}
 	s := &Server{Broker: b, Addr: b.Addr().String(), done: make(chan error, 1)}
-	s.URL = fmt.Sprintf("amqp://guest:guest@%s/", s.Addr)
+	s.URL = fmt.Sprintf("amqp://guest:guest@%s", s.Addr)
 	go func() { s.done <- b.Serve(context.Background()) }()
 	t.Cleanup(func() {
 		_ = b.Close()

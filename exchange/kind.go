@@ -1,0 +1,41 @@
+package exchange
+
+import "strconv"
+
+// Kind names an exchange type.
+type Kind uint8
+
+// The exchange types built into AMQP 0-9-1 brokers.
+const (
+	Direct Kind = iota
+	Fanout
+	Topic
+	Headers
+)
+
+var kindNames = [...]string{
+	Direct:  "direct",
+	Fanout:  "fanout",
+	Topic:   "topic",
+	Headers: "headers",
+}
+
+// ParseKind returns the Kind named s as it appears in exchange.declare ("direct", "fanout",
+// "topic", "headers"). Any other name, including plugin types such as "x-delayed-message",
+// reports false; the caller answers with 503 COMMAND_INVALID "invalid exchange type".
+func ParseKind(s string) (Kind, bool) {
+	for k, name := range kindNames {
+		if s == name {
+			return Kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// String returns the exchange type's wire name, or "Kind(N)" for an unknown value.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Warren's full check: installs what the interoperability tests need, then
+# runs gofmt, go vet, the generated-code check, every test under -race, and
+# a short fuzz smoke of the codec. Run from anywhere: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to install: $*" >&2; return 1; fi
+}
+
+step "installing the interop clients (Debian: python3-pika amqp-tools nodejs npm; npm: amqplib)"
+need_pkgs=()
+[ -d /usr/lib/python3/dist-packages/pika ] || need_pkgs+=(python3-pika)
+[ -x /usr/bin/amqp-publish ] || need_pkgs+=(amqp-tools)
+command -v node >/dev/null || need_pkgs+=(nodejs)
+command -v npm >/dev/null || need_pkgs+=(npm)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+(cd interop && npm ci --no-audit --no-fund --loglevel=error)
+export WARREN_INTEROP=1
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './interop/node_modules/*'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+
+step "go vet"
+go vet ./...
+
+step "generated code is up to date"
+if [ -d ../shared/spec ]; then
+  go generate ./amqp/
+  if ! git diff --quiet -- amqp/; then git --no-pager diff --stat -- amqp/; echo "go generate changed amqp/"; exit 1; fi
+else
+  echo "../shared/spec not present: skipped"
+fi
+
+step "tests (-race)"
+go test -race -count=1 -timeout 15m ./...
+
+step "fuzz smoke"
+for f in FuzzReadFrame FuzzDecodeMethod FuzzDecodeTable FuzzDecodeContentHeader; do
+  go test ./amqp/ -run '^$' -fuzz "^${f}\$" -fuzztime 10s -parallel 2 >/dev/null
+  echo "$f: ok"
+done
+echo
+echo "all checks passed"
