@@ -1,0 +1,384 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// Kind names a kind of definition; it is the second byte of a definition key.
+type Kind uint8
+
+// The kinds of definitions. The values are part of the on-disk key layout: never renumber.
+const (
+	KindVHost Kind = iota + 1
+	KindUser
+	KindPermission
+	KindExchange
+	KindQueue
+	KindBinding
+	KindPolicy
+	kindEnd
+)
+
+var kindNames = [...]string{"", "vhost", "user", "permission", "exchange", "queue", "binding", "policy"}
+
+func (k Kind) String() string {
+	if k.valid() {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func (k Kind) valid() bool { return k >= KindVHost && k < kindEnd }
+
+// VHost is a virtual host.
+type VHost struct {
+	ID          uint64
+	Name        string
+	Description string
+	Tags        []string
+	Limits      map[string]int64
+}
+
+// User is a user; PasswordHash is in RabbitMQ's format: salt(4) followed by the hash.
+type User struct {
+	ID            uint64
+	Name          string
+	PasswordHash  []byte
+	HashAlgorithm string // "rabbit_password_hashing_sha256" or "rabbit_password_hashing_sha512"
+	Tags          []string
+}
+
+// Permission is a user's configure/write/read patterns in a vhost.
+type Permission struct {
+	ID                                  uint64
+	User, VHost, Configure, Write, Read string
+}
+
+// Exchange is an exchange declaration. Args is an encoded AMQP table, opaque to the store.
+type Exchange struct {
+	ID                            uint64
+	VHost, Name, Type             string
+	Durable, AutoDelete, Internal bool
+	Args                          []byte
+}
+
+// Queue is a queue declaration. Its ID keys the queue's messages in the journal.
+type Queue struct {
+	ID                             uint64
+	VHost, Name                    string
+	Durable, Exclusive, AutoDelete bool
+	Args                           []byte
+	Type                           string
+}
+
+// Binding binds Source (an exchange) to Destination, a queue or an exchange.
+type Binding struct {
+	ID                    uint64
+	VHost, Source         string
+	Destination           string
+	DestinationIsExchange bool
+	RoutingKey            string
+	Args                  []byte
+}
+
+// Policy is a policy or, with Operator set, an operator policy. Definition is JSON.
+type Policy struct {
+	ID                            uint64
+	VHost, Name, Pattern, ApplyTo string
+	Priority                      int
+	Definition                    []byte
+	Operator                      bool
+}
+
+// Definitions is everything LoadDefinitions found, each kind in id order.
+type Definitions struct {
+	VHosts      []VHost
+	Users       []User
+	Permissions []Permission
+	Exchanges   []Exchange
+	Queues      []Queue
+	Bindings    []Binding
+	Policies    []Policy
+
+	// Corrupt counts records that failed their checksum or did not decode; they are
+	// left out above and logged.
+	Corrupt int
+}
+
+// definition is implemented by the pointer of each definition type.
+type definition interface {
+	kind() Kind
+	id() uint64
+	setID(uint64)
+	appendTo(b []byte) []byte
+}
+
+func (v *VHost) kind() Kind      { return KindVHost }
+func (v *VHost) id() uint64      { return v.ID }
+func (v *VHost) setID(id uint64) { v.ID = id }
+func (v *VHost) appendTo(b []byte) []byte {
+	b = appendString(b, v.Name)
+	b = appendString(b, v.Description)
+	b = appendStrings(b, v.Tags)
+	keys := make([]string, 0, len(v.Limits))
+	for k := range v.Limits {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = binary.AppendVarint(b, v.Limits[k])
+	}
+	return b
+}
+
+func decodeVHost(id uint64, d *decoder) VHost {
+	v := VHost{ID: id, Name: d.string(), Description: d.string(), Tags: d.strings()}
+	if n := d.count(); n > 0 {
+		v.Limits = make(map[string]int64, n)
+		for range n {
+			k := d.string()
+			v.Limits[k] = d.varint()
+		}
+	}
+	return v
+}
+
+func (u *User) kind() Kind      { return KindUser }
+func (u *User) id() uint64      { return u.ID }
+func (u *User) setID(id uint64) { u.ID = id }
+func (u *User) appendTo(b []byte) []byte {
+	b = appendString(b, u.Name)
+	b = appendBytes(b, u.PasswordHash)
+	b = appendString(b, u.HashAlgorithm)
+	return appendStrings(b, u.Tags)
+}
+
+func decodeUser(id uint64, d *decoder) User {
+	return User{ID: id, Name: d.string(), PasswordHash: d.bytes(), HashAlgorithm: d.string(), Tags: d.strings()}
+}
+
+func (p *Permission) kind() Kind      { return KindPermission }
+func (p *Permission) id() uint64      { return p.ID }
+func (p *Permission) setID(id uint64) { p.ID = id }
+func (p *Permission) appendTo(b []byte) []byte {
+	b = appendString(b, p.User)
+	b = appendString(b, p.VHost)
+	b = appendString(b, p.Configure)
+	b = appendString(b, p.Write)
+	return appendString(b, p.Read)
+}
+
+func decodePermission(id uint64, d *decoder) Permission {
+	return Permission{ID: id, User: d.string(), VHost: d.string(), Configure: d.string(), Write: d.string(), Read: d.string()}
+}
+
+func (e *Exchange) kind() Kind      { return KindExchange }
+func (e *Exchange) id() uint64      { return e.ID }
+func (e *Exchange) setID(id uint64) { e.ID = id }
+func (e *Exchange) appendTo(b []byte) []byte {
+	b = appendString(b, e.VHost)
+	b = appendString(b, e.Name)
+	b = appendString(b, e.Type)
+	b = appendBool(b, e.Durable)
+	b = appendBool(b, e.AutoDelete)
+	b = appendBool(b, e.Internal)
+	return appendBytes(b, e.Args)
+}
+
+func decodeExchange(id uint64, d *decoder) Exchange {
+	return Exchange{ID: id, VHost: d.string(), Name: d.string(), Type: d.string(),
+		Durable: d.bool(), AutoDelete: d.bool(), Internal: d.bool(), Args: d.bytes()}
+}
+
+func (q *Queue) kind() Kind      { return KindQueue }
+func (q *Queue) id() uint64      { return q.ID }
+func (q *Queue) setID(id uint64) { q.ID = id }
+func (q *Queue) appendTo(b []byte) []byte {
+	b = appendString(b, q.VHost)
+	b = appendString(b, q.Name)
+	b = appendBool(b, q.Durable)
+	b = appendBool(b, q.Exclusive)
+	b = appendBool(b, q.AutoDelete)
+	b = appendBytes(b, q.Args)
+	return appendString(b, q.Type)
+}
+
+func decodeQueue(id uint64, d *decoder) Queue {
+	return Queue{ID: id, VHost: d.string(), Name: d.string(),
+		Durable: d.bool(), Exclusive: d.bool(), AutoDelete: d.bool(), Args: d.bytes(), Type: d.string()}
+}
+
+func (x *Binding) kind() Kind      { return KindBinding }
+func (x *Binding) id() uint64      { return x.ID }
+func (x *Binding) setID(id uint64) { x.ID = id }
+func (x *Binding) appendTo(b []byte) []byte {
+	b = appendString(b, x.VHost)
+	b = appendString(b, x.Source)
+	b = appendString(b, x.Destination)
+	b = appendBool(b, x.DestinationIsExchange)
+	b = appendString(b, x.RoutingKey)
+	return appendBytes(b, x.Args)
+}
+
+func decodeBinding(id uint64, d *decoder) Binding {
+	return Binding{ID: id, VHost: d.string(), Source: d.string(), Destination: d.string(),
+		DestinationIsExchange: d.bool(), RoutingKey: d.string(), Args: d.bytes()}
+}
+
+func (p *Policy) kind() Kind      { return KindPolicy }
+func (p *Policy) id() uint64      { return p.ID }
+func (p *Policy) setID(id uint64) { p.ID = id }
+func (p *Policy) appendTo(b []byte) []byte {
+	b = appendString(b, p.VHost)
+	b = appendString(b, p.Name)
+	b = appendString(b, p.Pattern)
+	b = appendString(b, p.ApplyTo)
+	b = binary.AppendVarint(b, int64(p.Priority))
+	b = appendBytes(b, p.Definition)
+	return appendBool(b, p.Operator)
+}
+
+func decodePolicy(id uint64, d *decoder) Policy {
+	return Policy{ID: id, VHost: d.string(), Name: d.string(), Pattern: d.string(), ApplyTo: d.string(),
+		Priority: int(d.varint()), Definition: d.bytes(), Operator: d.bool()}
+}
+
+// Put stores def, one of *VHost, *User, *Permission, *Exchange, *Queue, *Binding or
+// *Policy. An ID of 0 creates a record under a new id, which is set in def and returned;
+// any other ID overwrites that record. Put returns once the record is on disk (fsynced
+// unless Config.NoSync). Ids of a kind are never reused, even after Delete.
+func (s *Store) Put(def any) (uint64, error) {
+	d, ok := def.(definition)
+	if !ok || reflect.ValueOf(d).IsNil() {
+		return 0, fmt.Errorf("%w: %T", ErrUnknownKind, def)
+	}
+	kind := d.kind()
+	rec := sealRecord(d.appendTo(beginRecord(make([]byte, 0, 128))))
+
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	id := d.id()
+	if id == 0 {
+		id = s.lastID[kind] + 1
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if id > s.lastID[kind] {
+			c := sealRecord(binary.AppendUvarint(beginRecord(nil), id))
+			if err := txn.Set(counterKey(kind), c); err != nil {
+				return err
+			}
+		}
+		return txn.Set(defKey(kind, id), rec)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: put %s %d: %w", kind, id, err)
+	}
+	s.lastID[kind] = max(s.lastID[kind], id)
+	d.setID(id)
+	return id, nil
+}
+
+// Delete removes the definition of kind with id, durably. It returns ErrNotFound if there
+// is none.
+func (s *Store) Delete(kind Kind, id uint64) error {
+	if !kind.valid() {
+		return fmt.Errorf("%w: %s", ErrUnknownKind, kind)
+	}
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	key := defKey(kind, id)
+	err := s.db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(key); err != nil {
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return ErrNotFound
+			}
+			return err
+		}
+		return txn.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete %s %d: %w", kind, id, err)
+	}
+	return nil
+}
+
+// LoadDefinitions reads every definition, each kind in id order. Corrupt records are
+// skipped, logged and counted in Definitions.Corrupt.
+func (s *Store) LoadDefinitions() (*Definitions, error) {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	defs := &Definitions{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		return errors.Join(
+			loadKind(s, txn, KindVHost, decodeVHost, &defs.VHosts, &defs.Corrupt),
+			loadKind(s, txn, KindUser, decodeUser, &defs.Users, &defs.Corrupt),
+			loadKind(s, txn, KindPermission, decodePermission, &defs.Permissions, &defs.Corrupt),
+			loadKind(s, txn, KindExchange, decodeExchange, &defs.Exchanges, &defs.Corrupt),
+			loadKind(s, txn, KindQueue, decodeQueue, &defs.Queues, &defs.Corrupt),
+			loadKind(s, txn, KindBinding, decodeBinding, &defs.Bindings, &defs.Corrupt),
+			loadKind(s, txn, KindPolicy, decodePolicy, &defs.Policies, &defs.Corrupt),
+		)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: load definitions: %w", err)
+	}
+	return defs, nil
+}
+
+func loadKind[T any](s *Store, txn *badger.Txn, kind Kind, decode func(uint64, *decoder) T, out *[]T, corrupt *int) error {
+	prefix := defPrefix(kind)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		if len(k) != defKeyLen {
+			*corrupt++
+			s.log.Warn("skipping definition with malformed key", zap.Stringer("kind", kind), zap.Binary("key", k))
+			continue
+		}
+		id := binary.BigEndian.Uint64(k[2:])
+		var v T
+		err := item.Value(func(val []byte) error {
+			payload, err := openRecord(val)
+			if err != nil {
+				return err
+			}
+			d := decoder{b: payload}
+			v = decode(id, &d)
+			return d.finish()
+		})
+		if errors.Is(err, ErrCorrupt) {
+			*corrupt++
+			s.log.Warn("skipping corrupt definition", zap.Stringer("kind", kind), zap.Uint64("id", id), zap.Error(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		*out = append(*out, v)
+	}
+	return nil
+}

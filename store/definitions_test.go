@@ -1,0 +1,208 @@
+package store
+
+import (
+	"errors"
+	"reflect"
+
+	"github.com/dgraph-io/badger/v4"
+	"testing"
+)
+
+func sampleDefinitions() *Definitions {
+	return &Definitions{
+		VHosts: []VHost{
+			{Name: "/", Description: "default", Tags: []string{"a", "b"}, Limits: map[string]int64{"max-queues": 10, "max-connections": -1}},
+			{Name: "other"},
+		},
+		Users: []User{
+			{Name: "guest", PasswordHash: []byte{1, 2, 3, 4, 5, 6}, HashAlgorithm: "rabbit_password_hashing_sha256", Tags: []string{"administrator"}},
+		},
+		Permissions: []Permission{
+			{User: "guest", VHost: "/", Configure: ".*", Write: ".*", Read: ""},
+		},
+		Exchanges: []Exchange{
+			{VHost: "/", Name: "logs", Type: "topic", Durable: true, Internal: true, Args: []byte{0, 0, 0, 0}},
+			{VHost: "/", Name: "tmp", Type: "fanout", AutoDelete: true},
+		},
+		Queues: []Queue{
+			{VHost: "/", Name: "q1", Durable: true, Args: []byte("args"), Type: "classic"},
+			{VHost: "/", Name: "q2", Exclusive: true, AutoDelete: true, Type: "quorum"},
+		},
+		Bindings: []Binding{
+			{VHost: "/", Source: "logs", Destination: "q1", RoutingKey: "a.#", Args: []byte{9}},
+			{VHost: "/", Source: "logs", Destination: "tmp", DestinationIsExchange: true},
+		},
+		Policies: []Policy{
+			{VHost: "/", Name: "ttl", Pattern: "^q", ApplyTo: "queues", Priority: -3, Definition: []byte(`{"message-ttl":1000}`), Operator: true},
+		},
+	}
+}
+
+// putAll stores every definition of d, setting their ids.
+func putAll(t *testing.T, s *Store, d *Definitions) {
+	t.Helper()
+	var all []any
+	for i := range d.VHosts {
+		all = append(all, &d.VHosts[i])
+	}
+	for i := range d.Users {
+		all = append(all, &d.Users[i])
+	}
+	for i := range d.Permissions {
+		all = append(all, &d.Permissions[i])
+	}
+	for i := range d.Exchanges {
+		all = append(all, &d.Exchanges[i])
+	}
+	for i := range d.Queues {
+		all = append(all, &d.Queues[i])
+	}
+	for i := range d.Bindings {
+		all = append(all, &d.Bindings[i])
+	}
+	for i := range d.Policies {
+		all = append(all, &d.Policies[i])
+	}
+	for _, def := range all {
+		if _, err := s.Put(def); err != nil {
+			t.Fatalf("Put(%T): %v", def, err)
+		}
+	}
+}
+
+func TestDefinitionsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	want := sampleDefinitions()
+	putAll(t, s, want)
+	if want.VHosts[0].ID != 1 || want.VHosts[1].ID != 2 || want.Queues[1].ID != 2 || want.Policies[0].ID != 1 {
+		t.Fatalf("ids not assigned per kind from 1: %+v %+v", want.VHosts, want.Queues)
+	}
+	got, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadDefinitions:\n got %+v\nwant %+v", got, want)
+	}
+
+	mustClose(t, s)
+	s = openTest(t, dir)
+	got, err = s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after reopen:\n got %+v\nwant %+v", got, want)
+	}
+
+	// Overwrite by id.
+	q := want.Queues[0]
+	q.Durable = false
+	q.Args = nil
+	if id, err := s.Put(&q); err != nil || id != q.ID {
+		t.Fatalf("overwrite: id %d, %v", id, err)
+	}
+	got, _ = s.LoadDefinitions()
+	if len(got.Queues) != 2 || !reflect.DeepEqual(got.Queues[0], q) {
+		t.Fatalf("after overwrite: %+v", got.Queues)
+	}
+}
+
+func TestDefinitionsDelete(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	want := sampleDefinitions()
+	putAll(t, s, want)
+
+	if err := s.Delete(KindQueue, want.Queues[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(KindUser, want.Users[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(KindUser, want.Users[0].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second Delete: %v, want ErrNotFound", err)
+	}
+	if err := s.Delete(Kind(0), 1); !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("Delete of kind 0: %v", err)
+	}
+	mustClose(t, s)
+
+	s = openTest(t, dir)
+	got, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Queues) != 1 || got.Queues[0].Name != "q1" || len(got.Users) != 0 {
+		t.Fatalf("after delete and reopen: queues %+v users %+v", got.Queues, got.Users)
+	}
+	// Ids are not reused, even for the highest deleted one, across a reopen.
+	q := Queue{VHost: "/", Name: "q3"}
+	if id, err := s.Put(&q); err != nil || id != 3 {
+		t.Fatalf("Put after delete: id %d, %v; want 3", id, err)
+	}
+	// An explicit id above the counter moves it.
+	p := Policy{ID: 100, Name: "p"}
+	if _, err := s.Put(&p); err != nil {
+		t.Fatal(err)
+	}
+	p2 := Policy{Name: "p2"}
+	if id, _ := s.Put(&p2); id != 101 {
+		t.Fatalf("id after explicit 100: %d", id)
+	}
+}
+
+func TestPutUnknown(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	for _, def := range []any{nil, VHost{}, (*VHost)(nil), "x", &Definitions{}} {
+		if _, err := s.Put(def); !errors.Is(err, ErrUnknownKind) {
+			t.Errorf("Put(%#v): %v, want ErrUnknownKind", def, err)
+		}
+	}
+}
+
+func TestCorruptDefinition(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	want := sampleDefinitions()
+	putAll(t, s, want)
+	mustClose(t, s)
+
+	flipByte(t, dir, defKey(KindQueue, want.Queues[0].ID), -1)
+	rawUpdate(t, dir, func(txn *badger.Txn) error {
+		return txn.Set(defKey(KindBinding, want.Bindings[1].ID), []byte{1, 2, 3})
+	})
+
+	s = openTest(t, dir)
+	got, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Corrupt != 2 {
+		t.Fatalf("Corrupt = %d, want 2", got.Corrupt)
+	}
+	if !reflect.DeepEqual(got.Queues, want.Queues[1:]) || !reflect.DeepEqual(got.Bindings, want.Bindings[:1]) {
+		t.Fatalf("queues %+v bindings %+v", got.Queues, got.Bindings)
+	}
+	if !reflect.DeepEqual(got.VHosts, want.VHosts) || !reflect.DeepEqual(got.Policies, want.Policies) {
+		t.Fatal("other kinds changed")
+	}
+}
+
+func TestDecodeTruncated(t *testing.T) {
+	def := sampleDefinitions().VHosts[0]
+	payload := def.appendTo(nil)
+	for n := range len(payload) {
+		d := decoder{b: payload[:n]}
+		decodeVHost(1, &d)
+		if err := d.finish(); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("decode of %d/%d bytes: %v", n, len(payload), err)
+		}
+	}
+	d := decoder{b: append(payload, 0)}
+	decodeVHost(1, &d)
+	if err := d.finish(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("trailing byte: %v", err)
+	}
+}

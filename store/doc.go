@@ -1,0 +1,106 @@
+// Package store is the node's durable storage, on Badger (github.com/dgraph-io/badger/v4):
+// definitions (vhosts, users, permissions, exchanges, queues, bindings, policies) and the
+// journal of durable queues' messages. It owns no broker logic and imports nothing of
+// Warren's.
+//
+// # Goroutines
+//
+// Open starts two goroutines, both stopped and waited for by Close: the journal writer
+// (writeLoop) and value-log GC (gcLoop). Badger runs its own (compactors, memtable
+// flush, its write pipeline), also stopped by Close.
+//
+// The journal writer is the one goroutine that writes messages. Append, Remove and
+// MarkDelivered only queue an op; the writer takes everything queued at once and writes
+// it as one Badger transaction (split only when Badger's per-batch limits or
+// Config.MaxBatch say so) with one sync: group commit. While one commit syncs, the next
+// one gathers. Append callbacks run on the writer after their commit is durable. Removals
+// and delivery marks have no sync of their own: they ride with the next commit, or are
+// written on their own after ~200 ms if no append or Flush comes (a crash before that
+// redelivers the message, which AMQP allows). The bytes of appends submitted but not yet
+// completed are capped (64 MiB); past it Append blocks: the journal's backpressure.
+//
+// Definitions are written synchronously by the caller, one small transaction each.
+//
+// # Keys
+//
+// Ids are fixed-width big-endian uint64 so that prefix scans return them in numeric
+// order. Names live only in values and are never parsed out of keys.
+//
+//	"\x00schema-version"            schema version of the whole layout (currently 1)
+//	'c' kind(1)                     last id assigned for kind (never reused)
+//	'd' kind(1) id(8)               definition of kind with id
+//	'm' queueID(8) seq(8)           message seq of durable queue queueID
+//	'm' queueID(8) seq(8) 'd'       delivery mark of that message (sorts right after it)
+//
+// kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy.
+// A queue's journal records all share the prefix 'm' queueID(8), which RemoveQueue
+// deletes. Prefixes 'r' (raft logs) and 's' (stream segments) are reserved.
+//
+// Open writes the schema-version key into a new database and refuses a database whose
+// version it does not know (ErrSchemaVersion). A future layout change bumps the version
+// and migrates older databases in Open.
+//
+// # Values
+//
+// Every value is a record:
+//
+//	version(1) crc32c(4, big-endian) payload
+//
+// version is the record format, currently 1. crc32c is CRC-32C (Castagnoli) of the
+// version byte followed by the payload. A record whose checksum fails, whose version is
+// unknown or whose payload does not decode is corrupt: it is logged and skipped
+// (LoadDefinitions counts it in Definitions.Corrupt, ScanQueue in ScanStats.Corrupt) and
+// recovery goes on with the rest. In payloads, str and bytes are a uvarint length and
+// that many bytes, bool is one byte 0 or 1, int is a zigzag varint, strs is a uvarint
+// count of str. Payloads by key:
+//
+//	schema-version, counter   uvarint
+//	message                   uvarint deliveries, str exchange, str routing key,
+//	                          bytes content header, body (the rest of the value)
+//	delivery mark             uvarint deliveries
+//	vhost                     str name, str description, strs tags,
+//	                          uvarint n, n × (str key, int value) limits sorted by key
+//	user                      str name, bytes password hash, str hash algorithm, strs tags
+//	permission                str user, str vhost, str configure, str write, str read
+//	exchange                  str vhost, str name, str type, bool durable,
+//	                          bool auto-delete, bool internal, bytes args
+//	queue                     str vhost, str name, bool durable, bool exclusive,
+//	                          bool auto-delete, bytes args, str type
+//	binding                   str vhost, str source, str destination,
+//	                          bool destination is exchange, str routing key, bytes args
+//	policy                    str vhost, str name, str pattern, str apply-to,
+//	                          int priority, bytes definition, bool operator
+//
+// A definition's id is in its key only. MarkDelivered writes a mark record instead of
+// rewriting the message, so a big body is never copied again; the store remembers which
+// messages have marks (from MarkDelivered and ScanQueue) so that Remove deletes the mark
+// too, and ScanQueue ignores a mark whose message is gone.
+//
+// # Badger tuning
+//
+// The store lives inside a broker whose idle RSS target is 25 MB, so Badger is tuned
+// small (options.go):
+//   - MemTableSize 8 MiB, NumMemtables 2: the memtable arena (~10 MiB with Badger's batch
+//     headroom) is the largest allocation; at most one more waits for its flush.
+//     Badger limits one transaction to 15% of it (~1.2 MiB), so big group commits are
+//     split into a few transactions.
+//   - ValueThreshold 4 KiB: small messages (and all definitions) stay in the LSM tree,
+//     written once to the WAL and once to a table, and a queue drained before a flush
+//     costs little; bigger bodies go to the value log, written once, with only a pointer
+//     in the tree. (RabbitMQ's queue_index_embed_msgs_below is also 4 KiB.)
+//   - ValueLogFileSize 64 MiB: GC reclaims space in files of this size (the default 1 GiB
+//     would keep a drained queue's space until a whole GiB had been written). It also
+//     caps one message body at 64 MiB.
+//   - No compression, BlockCacheSize 0, IndexCacheSize 0: uncompressed tables are read
+//     straight from their mmap (the OS page cache does the caching) and their indexes
+//     stay in the mmap, not the Go heap; no ristretto caches are allocated.
+//   - NumCompactors 2 (Badger's minimum), L0 4 tables before compaction (stall at 12),
+//     base level 16 MiB, 2 MiB tables.
+//   - SyncWrites unless Config.NoSync: every Badger write is synced, and the writer makes
+//     one write per group commit, so this is one sync per batch. (Calling DB.Sync after
+//     unsynced writes instead would miss a memtable rotated in between.)
+//   - DetectConflicts off (one writer, no read-modify-write transactions), metrics off,
+//     Badger's logger adapted to zap at warning level.
+//   - Value-log GC every Config.GCInterval (1 min), RunValueLogGC(0.5) in a loop until
+//     Badger reports nothing to rewrite.
+package store

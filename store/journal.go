@@ -1,0 +1,331 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+type opKind uint8
+
+const (
+	opAppend     opKind = iota + 1 // set buf[:msgKeyLen] → buf[msgKeyLen:]
+	opMark                         // set buf[:markKeyLen] → buf[markKeyLen:]
+	opRemove                       // delete buf (a message key)
+	opRemoveBoth                   // delete buf[:msgKeyLen] and buf (a mark key)
+	opFlush                        // done(first error of the batch so far)
+)
+
+// op is one submission to the journal writer; buf (key, then value) is owned by it.
+type op struct {
+	buf  []byte
+	done func(error) // opAppend (may be nil), opFlush
+	kind opKind
+}
+
+// opOverhead is what the backlog charges an append beyond its buffer.
+const opOverhead = int64(unsafe.Sizeof(op{}))
+
+// maxFreeBlocks is how many op blocks the writer keeps for reuse.
+const maxFreeBlocks = 2
+
+// msgRef names a message.
+type msgRef struct{ queueID, seq uint64 }
+
+// Append journals message seq of durable queue queueID (m must not be nil; a later
+// Append of the same seq overwrites it). It encodes m before it returns,
+// so the caller may reuse m and its slices at once. done, if not nil, runs exactly once:
+// on the writer goroutine after the group commit holding the message is durable (fsynced
+// unless Config.NoSync) with nil, or with the write error; or on the caller's goroutine
+// with ErrClosed after Close. done must be quick and must not call Append or Flush: the
+// writer waits for it.
+//
+// Append blocks while the journal backlog (appends submitted but not completed) is over
+// its cap (64 MiB), until the writer drains it: that is the journal's backpressure.
+func (s *Store) Append(queueID, seq uint64, m *Message, done func(error)) {
+	buf := make([]byte, msgKeyLen, msgKeyLen+encodedMessageLen(m))
+	putMsgKey(buf, queueID, seq)
+	buf = appendMessage(buf, m)
+	size := appendCost(buf)
+
+	s.mu.Lock()
+	for !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
+		s.waiters++
+		s.cond.Wait()
+		s.waiters--
+	}
+	if s.stopping {
+		s.mu.Unlock()
+		if done != nil {
+			done(ErrClosed)
+		}
+		return
+	}
+	s.backlog += size
+	s.pushLocked(op{kind: opAppend, buf: buf, done: done})
+	s.urgent++
+	wake := s.urgent == 1
+	s.mu.Unlock()
+	if wake {
+		s.signal()
+	}
+}
+
+// Remove deletes message seq of queueID (and its delivery mark) from the journal. It does
+// not wait and has no fsync of its own: it is written with the next group commit, or on
+// its own after at most ~200 ms when no append comes along. A crash before then
+// redelivers the message. Dropped after Close.
+func (s *Store) Remove(queueID, seq uint64) {
+	key := make([]byte, markKeyLen)
+	putMarkKey(key, queueID, seq)
+	ref := msgRef{queueID, seq}
+
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	o := op{kind: opRemove, buf: key[:msgKeyLen]}
+	if _, ok := s.marked[ref]; ok {
+		delete(s.marked, ref)
+		o = op{kind: opRemoveBoth, buf: key}
+	}
+	wake := s.pushLocked(o)
+	s.mu.Unlock()
+	if wake {
+		s.signal()
+	}
+}
+
+// MarkDelivered records that message seq of queueID has been delivered deliveries times,
+// in a small record beside the message (the body is not rewritten). Batched like Remove,
+// with no fsync of its own; ScanQueue and ReadMessage report it. It must not follow the
+// message's Remove. Dropped after Close.
+func (s *Store) MarkDelivered(queueID, seq uint64, deliveries uint32) {
+	buf := make([]byte, markKeyLen, markKeyLen+recordHeaderLen+binary.MaxVarintLen32)
+	putMarkKey(buf, queueID, seq)
+	buf = binary.AppendUvarint(beginRecord(buf), uint64(deliveries))
+	sealRecord(buf[markKeyLen:])
+
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.marked[msgRef{queueID, seq}] = struct{}{}
+	wake := s.pushLocked(op{kind: opMark, buf: buf})
+	s.mu.Unlock()
+	if wake {
+		s.signal()
+	}
+}
+
+// Flush waits until everything submitted before it (appends, removals, marks) is
+// written and durable. It returns the first write error of the group commits that
+// carried them, if any (appends also report theirs to done).
+func (s *Store) Flush() error {
+	ch := make(chan error, 1)
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.pushLocked(op{kind: opFlush, done: func(err error) { ch <- err }})
+	s.urgent++
+	wake := s.urgent == 1
+	s.mu.Unlock()
+	if wake {
+		s.signal()
+	}
+	return <-ch
+}
+
+// appendCost is what an append of buf counts in the backlog.
+func appendCost(buf []byte) int64 { return int64(cap(buf)) + opOverhead }
+
+// pushLocked queues o in the last block of pending, starting a block when it is full.
+// It reports whether the writer should be woken for a removal or a mark: the first op
+// (to start the removal timer) or a full block.
+func (s *Store) pushLocked(o op) bool {
+	n := len(s.pending)
+	if n == 0 || len(s.pending[n-1]) == cap(s.pending[n-1]) {
+		var b []op
+		if f := len(s.free); f > 0 {
+			b, s.free = s.free[f-1], s.free[:f-1]
+		} else {
+			b = make([]op, 0, s.maxBatch)
+		}
+		s.pending = append(s.pending, b)
+		n++
+	}
+	s.pending[n-1] = append(s.pending[n-1], o)
+	s.npending++
+	return s.npending == 1 || len(s.pending[n-1]) == cap(s.pending[n-1])
+}
+
+func (s *Store) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the journal writer, the only goroutine that writes journal entries. It
+// takes everything pending at once and writes it block by block, each block (at most
+// MaxBatch ops) one group commit: while one commit syncs, the next batch gathers.
+// Removals and marks alone wait up to removeDelay for company. On stop it drains what
+// is pending and returns.
+func (s *Store) writeLoop() {
+	defer s.wg.Done()
+	timer := time.NewTimer(removeDelay)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	var spare [][]op
+	for {
+		timeout := false
+		select {
+		case <-s.wake:
+		case <-timer.C:
+			armed, timeout = false, true
+		case <-s.stop:
+		}
+		s.mu.Lock()
+		stopping := s.stopping
+		n := s.npending
+		if n == 0 || (!timeout && !stopping && s.urgent == 0 && n < s.maxBatch) {
+			s.mu.Unlock()
+			if n == 0 && stopping {
+				return
+			}
+			if n > 0 && !armed {
+				timer.Reset(removeDelay)
+				armed = true
+			}
+			continue
+		}
+		blocks := s.pending
+		s.pending = spare[:0]
+		s.npending, s.urgent = 0, 0
+		s.mu.Unlock()
+		if armed {
+			timer.Stop()
+			armed = false
+		}
+
+		s.writeBatch(blocks)
+
+		clear(blocks)
+		spare = blocks[:0]
+	}
+}
+
+// writeBatch writes blocks in order, one group commit each, and completes each commit's
+// appends and flushes when it is durable. It hands the blocks back to the free list.
+func (s *Store) writeBatch(blocks [][]op) {
+	var firstErr error
+	for _, ops := range blocks {
+		err := s.commit(ops)
+		if err != nil {
+			s.log.Error("journal write failed", zap.Int("entries", len(ops)), zap.Error(err))
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+		var done int64
+		for i := range ops {
+			o := &ops[i]
+			switch o.kind {
+			case opAppend:
+				if o.done != nil {
+					o.done(err)
+				}
+				done += appendCost(o.buf)
+			case opFlush:
+				o.done(firstErr)
+			}
+		}
+		clear(ops)
+		s.mu.Lock()
+		s.backlog -= done
+		if done > 0 && s.waiters > 0 {
+			s.cond.Broadcast()
+		}
+		if len(s.free) < maxFreeBlocks {
+			s.free = append(s.free, ops[:0])
+		}
+		s.mu.Unlock()
+	}
+}
+
+// commit writes ops in one Badger transaction, or several when they exceed Badger's batch
+// limits. With SyncWrites each commit is one write and one sync.
+func (s *Store) commit(ops []op) error {
+	w := batchWriter{db: s.db, txn: s.db.NewTransaction(true)}
+	defer func() { w.txn.Discard() }()
+	for i := range ops {
+		o := &ops[i]
+		var err error
+		switch o.kind {
+		case opAppend:
+			err = w.set(o.buf[:msgKeyLen:msgKeyLen], o.buf[msgKeyLen:])
+		case opMark:
+			err = w.set(o.buf[:markKeyLen:markKeyLen], o.buf[markKeyLen:])
+		case opRemove:
+			err = w.del(o.buf)
+		case opRemoveBoth:
+			if err = w.del(o.buf[:msgKeyLen:msgKeyLen]); err == nil {
+				err = w.del(o.buf)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store: journal: %w", err)
+		}
+	}
+	if err := w.txn.Commit(); err != nil {
+		return fmt.Errorf("store: journal commit: %w", err)
+	}
+	return nil
+}
+
+// batchWriter fills a transaction and, when Badger says it is full, commits it and
+// starts another.
+type batchWriter struct {
+	db  *badger.DB
+	txn *badger.Txn
+}
+
+func (w *batchWriter) set(k, v []byte) error {
+	err := w.txn.Set(k, v)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		if err := w.next(); err != nil {
+			return err
+		}
+		err = w.txn.Set(k, v)
+	}
+	return err
+}
+
+func (w *batchWriter) del(k []byte) error {
+	err := w.txn.Delete(k)
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		if err := w.next(); err != nil {
+			return err
+		}
+		err = w.txn.Delete(k)
+	}
+	return err
+}
+
+func (w *batchWriter) next() error {
+	if err := w.txn.Commit(); err != nil {
+		return err
+	}
+	w.txn = w.db.NewTransaction(true)
+	return nil
+}

@@ -1,0 +1,215 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// schemaVersion is the layout version this code reads and writes (see doc.go).
+const schemaVersion = 1
+
+const (
+	defaultGCInterval = time.Minute
+	defaultMaxBatch   = 4096
+	defaultMaxBacklog = 64 << 20
+	// removeDelay is how long removals and delivery marks may wait for an append or a
+	// flush to ride along with before they are written on their own.
+	removeDelay = 200 * time.Millisecond
+)
+
+var (
+	// ErrNotFound is returned for a message or definition that is not in the store.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed is returned by calls made after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrCorrupt is wrapped by errors about records whose checksum or encoding is bad.
+	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrUnknownKind is returned for a definition type or Kind the store does not know.
+	ErrUnknownKind = errors.New("store: unknown definition kind")
+	// ErrSchemaVersion is returned by Open when the data dir was written by a newer
+	// layout than this code knows, or its schema-version key is unreadable.
+	ErrSchemaVersion = errors.New("store: unsupported schema version")
+)
+
+// Config configures Open.
+type Config struct {
+	// Dir is the data directory; Open creates it.
+	Dir string
+	// Logger receives the store's and Badger's warnings; nil means zap.NewNop().
+	Logger *zap.Logger
+	// NoSync skips fsync. For tests only: a crash may lose confirmed work.
+	NoSync bool
+	// GCInterval is how often value-log GC runs; 0 means one minute.
+	GCInterval time.Duration
+	// MaxBatch is the most journal entries written in one group commit; 0 means 4096.
+	MaxBatch int
+
+	// maxBacklog caps the bytes of appends submitted but not yet durable; 0 means 64 MiB.
+	maxBacklog int64
+}
+
+// Store is the node's durable storage. All methods are safe for concurrent use.
+type Store struct {
+	db         *badger.DB
+	log        *zap.Logger
+	maxBatch   int
+	maxBacklog int64
+
+	// lifeMu is held for reading by calls that use db directly and for writing by Close,
+	// so db is never used after it is closed.
+	lifeMu sync.RWMutex
+	closed bool
+
+	// defMu serializes definition writes so id assignment and the counters agree.
+	defMu  sync.Mutex
+	lastID [kindEnd]uint64
+
+	// mu guards the journal's submission side; cond (on mu) is signalled when the
+	// backlog shrinks or the store stops.
+	mu       sync.Mutex
+	cond     sync.Cond
+	pending  [][]op              // submitted, not yet taken by the writer: blocks of ≤ maxBatch ops
+	npending int                 // ops in pending
+	free     [][]op              // empty blocks for reuse
+	urgent   int                 // appends and flushes in pending: the writer should not wait
+	backlog  int64               // bytes of appends submitted and not yet completed
+	waiters  int                 // Appends blocked on the backlog cap
+	stopping bool                // no more submissions
+	marked   map[msgRef]struct{} // messages with a delivery-mark record
+
+	gcRuns atomic.Int64 // value-log GC rounds started, for tests
+
+	wake chan struct{} // cap 1: pending changed
+	stop chan struct{} // closed by Close
+	wg   sync.WaitGroup
+}
+
+// Open opens or creates the store in cfg.Dir, checks the schema version and starts the
+// group-commit writer and the value-log GC goroutine, which Close stops.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("store: Config.Dir is empty")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.GCInterval <= 0 {
+		cfg.GCInterval = defaultGCInterval
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = defaultMaxBatch
+	}
+	if cfg.maxBacklog <= 0 {
+		cfg.maxBacklog = defaultMaxBacklog
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	log := cfg.Logger.Named("store")
+	db, err := badger.Open(badgerOptions(cfg.Dir, cfg.NoSync, log))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+	}
+	s := &Store{
+		db:         db,
+		log:        log,
+		maxBatch:   cfg.MaxBatch,
+		maxBacklog: cfg.maxBacklog,
+		marked:     make(map[msgRef]struct{}),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+	}
+	s.cond.L = &s.mu
+	if err := s.init(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	s.wg.Add(2)
+	go s.writeLoop()
+	go s.gcLoop(cfg.GCInterval)
+	return s, nil
+}
+
+// init checks or writes the schema version and reads the id counters.
+func (s *Store) init() error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(schemaKey)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
+			if err := txn.Set(schemaKey, rec); err != nil {
+				return fmt.Errorf("store: write schema version: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("store: read schema version: %w", err)
+		default:
+			v, err := readUvarintRecord(item)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrSchemaVersion, err)
+			}
+			if v != schemaVersion {
+				// Older versions would be migrated here; there are none yet.
+				return fmt.Errorf("%w: %d, this build knows %d", ErrSchemaVersion, v, schemaVersion)
+			}
+		}
+		for k := KindVHost; k < kindEnd; k++ {
+			item, err := txn.Get(counterKey(k))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("store: read %s id counter: %w", k, err)
+			}
+			if s.lastID[k], err = readUvarintRecord(item); err != nil {
+				return fmt.Errorf("store: read %s id counter: %w", k, err)
+			}
+		}
+		return nil
+	})
+}
+
+// readUvarintRecord decodes a record whose payload is one uvarint.
+func readUvarintRecord(item *badger.Item) (uint64, error) {
+	var v uint64
+	err := item.Value(func(val []byte) error {
+		payload, err := openRecord(val)
+		if err != nil {
+			return err
+		}
+		d := decoder{b: payload}
+		v = d.uvarint()
+		return d.finish()
+	})
+	return v, err
+}
+
+// Close writes and syncs everything submitted to the journal (running its callbacks),
+// stops the store's goroutines and closes Badger. Appends after Close fail with
+// ErrClosed; Remove and MarkDelivered after Close are dropped. Close is idempotent.
+func (s *Store) Close() error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+
+	s.mu.Lock()
+	s.stopping = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
