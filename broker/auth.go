@@ -19,30 +19,31 @@ type user struct {
 const saslMechanisms = "PLAIN AMQPLAIN"
 
 // parseSASL extracts the username and password from a connection.start-ok
-// response for the PLAIN or AMQPLAIN mechanism.
-func parseSASL(mechanism string, response []byte) (username, password string, ok bool) {
+// response for the PLAIN or AMQPLAIN mechanism. A malformed response is a
+// 502 SYNTAX_ERROR, as in RabbitMQ.
+func parseSASL(mechanism string, response []byte) (username, password string, err error) {
 	switch mechanism {
 	case "PLAIN":
 		// RFC 4616: [authzid] NUL authcid NUL passwd
 		parts := bytes.Split(response, []byte{0})
 		if len(parts) != 3 {
-			return "", "", false
+			return "", "", amqp.Errorf(amqp.SyntaxError, amqp.ClassConnection, 11, "response %q invalid", response)
 		}
-		return string(parts[1]), string(parts[2]), true
+		return string(parts[1]), string(parts[2]), nil
 	case "AMQPLAIN":
 		// A field table without its leading length (clients differ: accept both).
 		t, err := decodeBareTable(response)
-		if err != nil {
-			return "", "", false
+		if err == nil {
+			u, uok := t["LOGIN"].(string)
+			p, pok := t["PASSWORD"].(string)
+			if uok && pok {
+				return u, p, nil
+			}
 		}
-		u, uok := t["LOGIN"].(string)
-		p, pok := t["PASSWORD"].(string)
-		if !uok || !pok {
-			return "", "", false
-		}
-		return u, p, true
+		return "", "", amqp.Errorf(amqp.SyntaxError, amqp.ClassConnection, 11,
+			"AMQPLAIN auth info is missing LOGIN or PASSWORD field")
 	}
-	return "", "", false
+	return "", "", amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11, "unknown authentication mechanism '%s'", mechanism)
 }
 
 func decodeBareTable(b []byte) (amqp.Table, error) {

@@ -140,7 +140,8 @@ func (b *Broker) Addr() net.Addr {
 	return b.ln.Addr()
 }
 
-// Serve accepts AMQP connections until ctx is done or Close is called.
+// Serve accepts AMQP connections until ctx is done or Close is called;
+// then it returns ErrClosed once every connection has ended (see Close).
 func (b *Broker) Serve(ctx context.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
@@ -159,6 +160,10 @@ func (b *Broker) Serve(ctx context.Context) error {
 			closed := b.closed
 			b.mu.Unlock()
 			if closed {
+				// Close may be running on another goroutine (ctx's):
+				// return only once every connection has ended, so that
+				// a caller exiting after Serve does not cut them short.
+				b.connWG.Wait()
 				return ErrClosed
 			}
 			var ne net.Error

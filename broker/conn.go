@@ -22,6 +22,10 @@ var Version = "0.1.0"
 // final write.
 const closeTimeout = 3 * time.Second
 
+// lingerTimeout bounds how long a connection that this side ended keeps
+// reading (and discarding) after its last write; see lingerClose.
+const lingerTimeout = time.Second
+
 // conn is one client connection. Its reader goroutine (serve) owns every
 // field without a comment saying otherwise.
 type conn struct {
@@ -35,11 +39,11 @@ type conn struct {
 	dec amqp.MethodDecoder
 	out *outbound
 
-	channelMax uint16
-	frameMax   uint32
-	heartbeat  time.Duration
-	vhost      *vhost
-	user       *user
+	channelMax  uint16
+	frameMax    uint32
+	heartbeat   time.Duration
+	vhost       *vhost
+	user        *user
 	clientProps amqp.Table
 
 	capCancelNotify bool
@@ -55,6 +59,10 @@ type conn struct {
 	// closing is set once either side sent connection.close; after that
 	// only close and close-ok are processed.
 	closing atomic.Bool
+	// opened is set once connection.open-ok went out. Before that a
+	// broker shutdown drops the socket without a connection.close, as
+	// RabbitMQ does.
+	opened atomic.Bool
 
 	// hbSet hands the negotiated heartbeat to the writer.
 	hbSet      chan time.Duration
@@ -67,17 +75,38 @@ type conn struct {
 }
 
 // deadlineReader sets a read deadline before each read of the socket, so
-// that a silent peer (handshake timeout, missed heartbeats) ends the read.
+// that a silent peer (handshake timeout, missed heartbeats, no answer to
+// connection.close) ends the read.
 type deadlineReader struct {
-	nc      net.Conn
-	timeout atomic.Int64 // nanoseconds; 0 = none
-	last    *atomic.Int64
+	nc net.Conn
+	// timeout bounds each read (nanoseconds; 0 = none): twice the
+	// heartbeat once the connection is open.
+	timeout atomic.Int64
+	// until is an absolute deadline (unix nanoseconds; 0 = none): the end
+	// of the handshake, or of the wait for connection.close-ok. The reader
+	// sets it during the handshake; sendClose may set it from any
+	// goroutine, storing it before it sets the socket's deadline.
+	until atomic.Int64
+	last  *atomic.Int64
 }
 
 func (r *deadlineReader) Read(p []byte) (int, error) {
 	now := time.Now()
+	u := r.until.Load()
+	var d int64
 	if t := r.timeout.Load(); t > 0 {
-		_ = r.nc.SetReadDeadline(now.Add(time.Duration(t)))
+		d = now.UnixNano() + t
+	}
+	if u != 0 && (d == 0 || u < d) {
+		d = u
+	}
+	if d != 0 {
+		_ = r.nc.SetReadDeadline(time.Unix(0, d))
+		// A sendClose that stored until after our load may have set its
+		// deadline before ours: set the earlier one again.
+		if u2 := r.until.Load(); u2 != u && u2 != 0 && u2 < d {
+			_ = r.nc.SetReadDeadline(time.Unix(0, u2))
+		}
 	}
 	n, err := r.nc.Read(p)
 	if n > 0 {
@@ -101,50 +130,47 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.log = b.log.With(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
-	c.rd.timeout.Store(int64(b.cfg.HandshakeTimeout))
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)
-	c.fr.SetMaxFrameSize(b.cfg.FrameMax)
+	// Until connection.tune-ok, frames are limited to the spec's minimum
+	// frame-max (RabbitMQ's initial_frame_max), with RabbitMQ's allowance.
+	c.fr.SetMaxFrameSize(amqp.FrameMinSize + frameSizeFudge)
 	return c
 }
 
+// frameSizeFudge is how far RabbitMQ lets a frame exceed frame-max ("quite
+// a few [clients] get it wrong - off-by 1 or 8"): its payload may be as
+// large as frame-max itself.
+const frameSizeFudge = amqp.FrameOverhead
+
 // serve runs the connection until it ends. It is the reader goroutine.
 func (c *conn) serve() {
-	defer c.teardown()
 	go c.writeLoop()
+	err := c.run()
+	c.teardown(endedByUs(err))
+}
+
+// run runs the handshake, then reads and handles frames until the
+// connection ends. It returns what ended it: nil after an orderly close.
+func (c *conn) run() error {
 	if err := c.handshake(); err != nil {
-		c.handleErr(err)
-		if c.closing.Load() {
-			c.drainUntilCloseOk()
-		}
-		return
+		return c.fail(err)
 	}
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			c.handleErr(err)
-			if c.closing.Load() {
-				var ae *amqp.Error
-				if !errors.As(err, &ae) || ae.Code != amqp.FrameError {
-					c.drainUntilCloseOk()
-				}
-			}
-			return
+			return c.fail(err)
 		}
 		if c.closing.Load() {
 			if c.handleWhileClosing(f) {
-				return
+				return nil
 			}
 			continue
 		}
 		if err := c.handleFrame(f); err != nil {
 			if errors.Is(err, errConnClosed) {
-				return
+				return nil
 			}
-			c.handleErr(err)
-			if c.closing.Load() {
-				c.drainUntilCloseOk()
-			}
-			return
+			return c.fail(err)
 		}
 		if c.fr.Buffered() == 0 {
 			c.flushConfirms()
@@ -152,49 +178,104 @@ func (c *conn) serve() {
 	}
 }
 
-// errConnClosed ends the reader after an orderly close.
+// errConnClosed ends the reader after an orderly close, or after a
+// refused protocol header.
 var errConnClosed = errors.New("broker: connection closed")
+
+// silentError is a protocol error that closes the connection without a
+// connection.close: RabbitMQ answers most failures before the handshake
+// reaches connection.open that way.
+type silentError struct{ err *amqp.Error }
+
+func (e *silentError) Error() string { return e.err.Error() }
+func (e *silentError) Unwrap() error { return e.err }
+
+// silent marks a protocol error as one to close the connection for without
+// telling the peer. Other errors are returned as they are.
+func silent(err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return &silentError{ae}
+	}
+	return err
+}
+
+// fail reports err to the peer when it is a protocol error and, when a
+// connection.close went out, waits for the peer's answer. It returns the
+// error that ended the connection.
+func (c *conn) fail(err error) error {
+	c.handleErr(err)
+	if !c.closing.Load() {
+		return err
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.FrameError {
+		// The stream is out of sync: nothing more can be read from it.
+		return err
+	}
+	return c.drainUntilCloseOk()
+}
+
+// endedByUs reports whether the connection ended by this side's decision
+// (an orderly close, a protocol error) rather than by the socket failing.
+func endedByUs(err error) bool {
+	var ae *amqp.Error
+	return err == nil || errors.As(err, &ae) || errors.Is(err, errConnClosed)
+}
 
 // handleErr reports err to the peer when it is a protocol error.
 func (c *conn) handleErr(err error) {
+	var se *silentError
+	if errors.As(err, &se) {
+		c.log.Info("closing connection during handshake", zap.Uint16("reply-code", se.err.Code), zap.String("reply-text", se.err.Text))
+		return
+	}
 	var ae *amqp.Error
 	if errors.As(err, &ae) {
 		c.log.Info("closing connection", zap.Uint16("reply-code", ae.Code), zap.String("reply-text", ae.Text))
 		c.sendClose(ae)
 		return
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, errConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 		c.log.Debug("connection ended", zap.Error(err))
 		return
 	}
 	c.log.Debug("connection failed", zap.Error(err))
 }
 
-// sendClose sends connection.close once; later calls do nothing.
+// sendClose sends connection.close once; later calls do nothing. Any
+// goroutine.
 func (c *conn) sendClose(ae *amqp.Error) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
-	c.send(0, &amqp.ConnectionClose{ReplyCode: ae.Code, ReplyText: ae.Text, FailingClassID: ae.ClassID, FailingMethodID: ae.MethodID})
-	c.rd.timeout.Store(int64(closeTimeout))
-	_ = c.nc.SetReadDeadline(time.Now().Add(closeTimeout))
+	c.send(0, ae.ConnectionClose())
+	d := time.Now().Add(closeTimeout)
+	c.rd.until.Store(d.UnixNano())
+	_ = c.nc.SetReadDeadline(d)
 }
 
 // forceClose is the broker's shutdown of this connection; any goroutine.
+// An open connection gets connection.close 320 CONNECTION_FORCED; one
+// still in its handshake is dropped, as RabbitMQ drops it.
 func (c *conn) forceClose(reason string) {
+	if !c.opened.Load() {
+		_ = c.nc.Close()
+		return
+	}
 	c.sendClose(amqp.Errorf(amqp.ConnectionForced, 0, 0, "%s", reason))
 }
 
 // drainUntilCloseOk reads until the peer answers connection.close or the
-// close timeout passes.
-func (c *conn) drainUntilCloseOk() {
+// close timeout passes; it returns the read error in the second case.
+func (c *conn) drainUntilCloseOk() error {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			return
+			return err
 		}
 		if c.handleWhileClosing(f) {
-			return
+			return nil
 		}
 	}
 }
@@ -232,8 +313,9 @@ func (c *conn) send(channel uint16, m amqp.Method) {
 	}
 }
 
-// teardown releases everything the connection holds.
-func (c *conn) teardown() {
+// teardown releases everything the connection holds. linger asks for
+// lingerClose rather than an abrupt close of the socket.
+func (c *conn) teardown(linger bool) {
 	for id, ch := range c.channels {
 		ch.shutdown()
 		delete(c.channels, id)
@@ -245,6 +327,28 @@ func (c *conn) teardown() {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
 	c.out.close()
 	<-c.writerDone
+	if linger {
+		c.lingerClose()
+		return
+	}
+	_ = c.nc.Close()
+}
+
+// lingerClose closes the socket after the writer's last write: it sends
+// FIN, then reads and discards what the peer still sends until the peer
+// closes or lingerTimeout passes. Closing a socket with unread input makes
+// the kernel send a reset, which can destroy the connection.close (or
+// protocol header) just written before the peer reads it.
+func (c *conn) lingerClose() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		_ = c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+		var buf [4096]byte
+		for {
+			if _, err := c.nc.Read(buf[:]); err != nil {
+				break
+			}
+		}
+	}
 	_ = c.nc.Close()
 }
 

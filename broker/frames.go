@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/warrenmq/warren/amqp"
 )
 
@@ -9,64 +12,107 @@ import (
 func (c *conn) handleFrame(f amqp.Frame) error {
 	switch f.Type {
 	case amqp.FrameHeartbeat:
+		if len(f.Payload) != 0 {
+			// RabbitMQ does not recognise a heartbeat with a payload.
+			return amqp.Errorf(amqp.FrameError, 0, 0, "type %d, %s: unknown_frame", f.Type, payloadSnippet(f.Payload))
+		}
 		if f.Channel != 0 {
-			return amqp.Errorf(amqp.FrameError, 0, 0, "heartbeat frame on channel %d", f.Channel)
+			return unexpectedFrame(f)
 		}
 		return nil
 	case amqp.FrameMethod:
+		if f.Channel == 0 {
+			m, err := c.dec.Decode(f.Payload)
+			if err != nil {
+				return err
+			}
+			return c.handleConnMethod(m)
+		}
+	case amqp.FrameHeader, amqp.FrameBody:
+		if f.Channel == 0 {
+			return unexpectedFrame(f)
+		}
+	default:
+		return amqp.Errorf(amqp.FrameError, 0, 0, "type %d, %s: unknown_frame", f.Type, payloadSnippet(f.Payload))
+	}
+	ch := c.channels[f.Channel]
+	if ch == nil {
+		return c.firstFrame(f)
+	}
+	if f.Type == amqp.FrameMethod {
 		m, err := c.dec.Decode(f.Payload)
 		if err != nil {
 			return err
 		}
-		if f.Channel == 0 {
-			return c.handleConnMethod(m)
-		}
-		ch := c.channels[f.Channel]
-		if ch == nil {
-			if _, ok := m.(*amqp.ChannelOpen); ok {
-				return c.openChannel(f.Channel)
-			}
-			return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open' on channel %d", f.Channel)
-		}
 		return ch.handleMethod(m)
-	case amqp.FrameHeader, amqp.FrameBody:
-		ch := c.channels[f.Channel]
-		if ch == nil {
-			if f.Channel == 0 {
-				return amqp.Errorf(amqp.CommandInvalid, 0, 0, "content frame on channel 0")
-			}
-			return amqp.Errorf(amqp.ChannelError, 0, 0, "expected 'channel.open' on channel %d", f.Channel)
-		}
-		return ch.handleContent(f)
 	}
-	return amqp.Errorf(amqp.FrameError, 0, 0, "unknown frame type %d", f.Type)
+	return ch.handleContent(f)
+}
+
+// firstFrame handles a frame on a channel number not in use. RabbitMQ
+// creates the channel on its first frame, whatever it is, and limits the
+// number of channels, not their numbers, to the negotiated channel_max;
+// only then does the new channel insist on channel.open.
+func (c *conn) firstFrame(f amqp.Frame) error {
+	if n := len(c.channels); c.channelMax != 0 && n >= int(c.channelMax) {
+		return amqp.Errorf(amqp.NotAllowed, 0, 0,
+			"number of channels opened (%d) has reached the negotiated channel_max (%d)", n, c.channelMax)
+	}
+	if f.Type != amqp.FrameMethod {
+		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")
+	}
+	m, err := c.dec.Decode(f.Payload)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*amqp.ChannelOpen); !ok {
+		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open'")
+	}
+	c.channels[f.Channel] = newChannel(c, f.Channel)
+	c.send(f.Channel, &amqp.ChannelOpenOk{})
+	return nil
 }
 
 // handleConnMethod processes a method on channel 0.
 func (c *conn) handleConnMethod(m amqp.Method) error {
-	switch m := m.(type) {
+	switch m.(type) {
 	case *amqp.ConnectionClose:
 		c.closing.Store(true)
 		c.send(0, &amqp.ConnectionCloseOk{})
 		return errConnClosed
-	case *amqp.ConnectionCloseOk:
-		return errConnClosed
 	case *amqp.ConnectionUpdateSecret:
+		// Users authenticate with passwords: there is no secret to expire,
+		// and RabbitMQ's internal backend accepts any update.
 		c.send(0, &amqp.ConnectionUpdateSecretOk{})
 		return nil
-	case *amqp.ConnectionBlocked, *amqp.ConnectionUnblocked:
-		return nil
-	default:
-		return amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(), "method '%s' is not valid on channel 0", m.Name())
 	}
+	// RabbitMQ answers anything else on channel 0 of an open connection,
+	// connection.close-ok and other connection methods included, so.
+	return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "unexpected method in connection state running")
 }
 
-// openChannel handles channel.open for a channel number not in use.
-func (c *conn) openChannel(id uint16) error {
-	if c.channelMax != 0 && id > c.channelMax {
-		return amqp.Errorf(amqp.NotAllowed, amqp.ClassChannel, 10, "channel %d above channel_max %d", id, c.channelMax)
+// unexpectedFrame is RabbitMQ's 505 for a frame of a type the channel
+// cannot take, e.g. content on channel 0 or a heartbeat on another.
+func unexpectedFrame(f amqp.Frame) *amqp.Error {
+	return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "type %d, %s", f.Type, payloadSnippet(f.Payload))
+}
+
+// payloadSnippet describes (the start of) a frame payload as RabbitMQ's
+// errors do: "all octets = <<1,2>>" or "first 16 octets = <<...>>".
+func payloadSnippet(p []byte) string {
+	what := "all"
+	if len(p) > 16 {
+		what, p = "first 16", p[:16]
 	}
-	c.channels[id] = newChannel(c, id)
-	c.send(id, &amqp.ChannelOpenOk{})
-	return nil
+	var b strings.Builder
+	b.WriteString(what)
+	b.WriteString(" octets = <<")
+	for i, x := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(x)))
+	}
+	b.WriteString(">>")
+	return b.String()
 }

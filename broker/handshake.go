@@ -35,16 +35,36 @@ func serverProperties() amqp.Table {
 	}
 }
 
+// header09 is the AMQP 0-9 protocol header, which RabbitMQ accepts and
+// serves as 0-9-1.
+const header09 = "AMQP\x01\x01\x00\x09"
+
+// Handshake states, named as RabbitMQ names them in its errors.
+const (
+	stateStarting = "starting" // waiting for connection.start-ok
+	stateTuning   = "tuning"   // waiting for connection.tune-ok
+	stateOpening  = "opening"  // waiting for connection.open
+)
+
 // handshake runs the protocol header exchange and the connection.start,
 // tune and open methods. It returns nil once the connection is open.
+//
+// Failures are answered as RabbitMQ answers them: before connection.tune-ok
+// the socket is closed without a word (except a refused login, reported
+// to clients with the authentication_failure_close capability), a tune-ok
+// outside the limits gets connection.close 530, and from then on every
+// protocol error gets its connection.close.
 func (c *conn) handshake() error {
+	// RabbitMQ's handshake_timeout bounds the whole handshake.
+	c.rd.until.Store(time.Now().Add(c.b.cfg.HandshakeTimeout).UnixNano())
 	var hdr [8]byte
 	if _, err := io.ReadFull(&c.rd, hdr[:]); err != nil {
 		return err
 	}
 	// 0-9-1 §4.2.2: a server that does not accept the protocol header
 	// answers with the header it supports and closes the socket.
-	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) {
+	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) && string(hdr[:]) != header09 {
+		c.log.Info("client did not start with the AMQP 0-9-1 protocol header", zap.Binary("header", hdr[:]))
 		c.out.lock()
 		c.out.buf = append(c.out.buf, amqp.ProtocolHeader...)
 		c.out.unlock(len(amqp.ProtocolHeader))
@@ -59,9 +79,9 @@ func (c *conn) handshake() error {
 		Locales:          "en_US",
 	})
 
-	m, err := c.expect(amqp.ClassConnection, 11)
+	m, err := c.expect(stateStarting, amqp.ClassConnection, 11)
 	if err != nil {
-		return err
+		return silent(err)
 	}
 	startOk := m.(*amqp.ConnectionStartOk)
 	c.clientProps = startOk.ClientProperties
@@ -70,51 +90,45 @@ func (c *conn) handshake() error {
 		c.capAuthFailure, _ = caps["authentication_failure_close"].(bool)
 	}
 	if startOk.Mechanism != "PLAIN" && startOk.Mechanism != "AMQPLAIN" {
-		return amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11,
-			"unknown authentication mechanism '%s'", startOk.Mechanism)
+		return silent(amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11,
+			"unknown authentication mechanism '%s'", startOk.Mechanism))
 	}
-	username, password, ok := parseSASL(startOk.Mechanism, []byte(startOk.Response))
-	var u *user
-	if ok {
-		u = c.b.authenticate(username, password)
+	username, password, err := parseSASL(startOk.Mechanism, []byte(startOk.Response))
+	if err != nil {
+		return silent(err)
 	}
+	u := c.b.authenticate(username, password)
 	if u == nil {
 		c.log.Info("authentication failed", zap.String("user", username), zap.String("mechanism", startOk.Mechanism))
 		if c.capAuthFailure {
-			return amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, 11,
+			return amqp.Errorf(amqp.AccessRefused, 0, 0,
 				"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
 		}
-		return errConnClosed
+		return silent(amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, 11,
+			"%s login refused: user '%s' - invalid credentials", startOk.Mechanism, username))
 	}
 	c.user = u
 
 	hb := uint16(c.b.cfg.Heartbeat / time.Second)
 	c.send(0, &amqp.ConnectionTune{ChannelMax: c.b.cfg.ChannelMax, FrameMax: c.b.cfg.FrameMax, Heartbeat: hb})
-	m, err = c.expect(amqp.ClassConnection, 31)
+	m, err = c.expect(stateTuning, amqp.ClassConnection, 31)
 	if err != nil {
-		return err
+		return silent(err)
 	}
 	tuneOk := m.(*amqp.ConnectionTuneOk)
-	// 0-9-1 §1.4.2.6: zero means the peer imposes no limit, so the
-	// server's value stands.
-	if tuneOk.ChannelMax != 0 && tuneOk.ChannelMax < c.channelMax {
-		c.channelMax = tuneOk.ChannelMax
+	if err := negotiate("frame_max", amqp.FrameMinSize, c.b.cfg.FrameMax, tuneOk.FrameMax); err != nil {
+		return err
 	}
-	if tuneOk.FrameMax != 0 {
-		if tuneOk.FrameMax < amqp.FrameMinSize {
-			return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 31,
-				"frame_max=%d < %d min size", tuneOk.FrameMax, amqp.FrameMinSize)
-		}
-		if tuneOk.FrameMax > c.b.cfg.FrameMax {
-			return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 31,
-				"frame_max=%d > %d max size", tuneOk.FrameMax, c.b.cfg.FrameMax)
-		}
-		c.frameMax = tuneOk.FrameMax
+	if err := negotiate("channel_max", 1, uint32(c.b.cfg.ChannelMax), uint32(tuneOk.ChannelMax)); err != nil {
+		return err
 	}
-	c.fr.SetMaxFrameSize(c.frameMax)
+	c.frameMax = tuneOk.FrameMax
+	c.channelMax = tuneOk.ChannelMax
+	c.fr.SetMaxFrameSize(c.frameMax + frameSizeFudge)
+	// RabbitMQ takes the client's heartbeat, whatever it offered.
 	c.heartbeat = time.Duration(tuneOk.Heartbeat) * time.Second
 
-	m, err = c.expect(amqp.ClassConnection, 40)
+	m, err = c.expect(stateOpening, amqp.ClassConnection, 40)
 	if err != nil {
 		return err
 	}
@@ -126,43 +140,57 @@ func (c *conn) handshake() error {
 	c.vhost = v
 	c.log = c.log.With(zap.String("vhost", v.name), zap.String("user", u.name))
 	c.send(0, &amqp.ConnectionOpenOk{})
+	c.rd.until.Store(0)
 	if c.heartbeat > 0 {
 		c.rd.timeout.Store(int64(2 * c.heartbeat))
 	} else {
-		c.rd.timeout.Store(0)
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
 	c.hbSet <- c.heartbeat
+	c.opened.Store(true)
 	c.log.Debug("connection open")
+	return nil
+}
+
+// negotiate checks a frame_max or channel_max of connection.tune-ok as
+// RabbitMQ does: 0 (no limit) is refused when the server has a limit.
+func negotiate(field string, minimum, server, client uint32) error {
+	detail := ""
+	if field == "channel_max" && client == 0 {
+		detail = " (no limit)"
+	}
+	if client != 0 && client < minimum {
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 30,
+			"negotiated %s = %d%s is lower than the minimum allowed value (%d)", field, client, detail, minimum)
+	}
+	if server != 0 && (client == 0 || client > server) {
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 30,
+			"negotiated %s = %d%s is higher than the maximum allowed value (%d)", field, client, detail, server)
+	}
 	return nil
 }
 
 // expect reads frames until a method arrives on channel 0 (heartbeats are
 // skipped) and checks that it is the one the handshake needs next.
-func (c *conn) expect(classID, methodID uint16) (amqp.Method, error) {
+func (c *conn) expect(state string, classID, methodID uint16) (amqp.Method, error) {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return nil, err
 		}
-		switch f.Type {
-		case amqp.FrameHeartbeat:
+		if f.Type == amqp.FrameHeartbeat && f.Channel == 0 {
 			continue
-		case amqp.FrameMethod:
-		default:
-			return nil, amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got frame type %d", f.Type)
+		}
+		if f.Type != amqp.FrameMethod || f.Channel != 0 {
+			return nil, unexpectedFrame(f)
 		}
 		m, err := c.dec.Decode(f.Payload)
 		if err != nil {
 			return nil, err
 		}
-		if _, ok := m.(*amqp.ConnectionClose); ok {
-			c.send(0, &amqp.ConnectionCloseOk{})
-			return nil, errConnClosed
-		}
-		if f.Channel != 0 || m.ClassID() != classID || m.MethodID() != methodID {
-			return nil, amqp.Errorf(amqp.CommandInvalid, m.ClassID(), m.MethodID(),
-				"expected connection method %d, got '%s'", methodID, m.Name())
+		if m.ClassID() != classID || m.MethodID() != methodID {
+			return nil, amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(),
+				"unexpected method in connection state %s", state)
 		}
 		return m, nil
 	}
