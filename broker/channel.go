@@ -44,6 +44,11 @@ type channel struct {
 	// method names the queue "".
 	lastQueue string
 
+	// starvedMu (a leaf lock) guards starved: consumers refused a delivery
+	// by channel.flow or the channel-wide prefetch, to retry when it lifts.
+	starvedMu sync.Mutex
+	starved   []*consumer
+
 	// mu guards the fields below; see the lock order in doc.go.
 	mu        sync.Mutex
 	nextTag   uint64
@@ -179,7 +184,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 		ch.paused.Store(!m.Active)
 		ch.c.send(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
 		if m.Active {
-			ch.c.out.wake()
+			ch.kickStarved()
 		}
 		return nil
 	case *amqp.ChannelFlowOk:
@@ -217,8 +222,15 @@ func (ch *channel) shutdown() {
 	unacked := ch.unacked
 	ch.unacked = nil
 	ch.mu.Unlock()
+	ch.starvedMu.Lock()
+	ch.starved = nil
+	ch.starvedMu.Unlock()
 	for _, cons := range conss {
 		cons.qe.removeConsumer(cons)
+	}
+	// Deliveries acknowledged in an uncommitted transaction go back too.
+	for _, a := range ch.txAcks {
+		unacked = append(unacked, a.ps...)
 	}
 	ch.requeue(unacked)
 	ch.txPubs, ch.txAcks = nil, nil

@@ -22,15 +22,37 @@ type consumer struct {
 	qe *queueEntity
 	// starved is guarded by the connection's starvedMu.
 	starved bool
+	// chStarved is guarded by the channel's starvedMu.
+	chStarved bool
 }
 
-// Acquire implements queue.Gate: channel.flow, the connection's outbound
-// cap and the channel-wide prefetch. Called under the queue's lock.
+// Acquire implements queue.Gate: the connection's outbound cap, then
+// channel.flow and the channel-wide prefetch. Called under the queue's lock.
+//
+// A consumer refused by the outbound cap is retried by the connection's
+// writer once the buffer drains (conn.starve). One refused by a limit of its
+// channel is retried by whoever lifts it (channel.kickStarved), with no
+// goroutine looking in between: a refused consumer costs nothing until then.
 func (cons *consumer) Acquire() bool {
 	ch := cons.ch
 	c := ch.c
-	if ch.paused.Load() || c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
+	if c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
 		c.starve(cons)
+		return false
+	}
+	if cons.channelCredit() {
+		return true
+	}
+	ch.starve(cons)
+	// The limit may have lifted before cons was recorded, and the lifter
+	// found nobody to retry: look once more. A stale record is harmless.
+	return cons.channelCredit()
+}
+
+// channelCredit takes one delivery's worth of the channel's limits.
+func (cons *consumer) channelCredit() bool {
+	ch := cons.ch
+	if ch.paused.Load() {
 		return false
 	}
 	if cons.NoAck {
@@ -40,12 +62,36 @@ func (cons *consumer) Acquire() bool {
 	for {
 		u := ch.globalUnacked.Load()
 		if limit > 0 && u >= limit {
-			c.starve(cons)
 			return false
 		}
 		if ch.globalUnacked.CompareAndSwap(u, u+1) {
 			return true
 		}
+	}
+}
+
+// starve records that cons was refused a delivery by a limit of ch.
+func (ch *channel) starve(cons *consumer) {
+	ch.starvedMu.Lock()
+	if !cons.chStarved {
+		cons.chStarved = true
+		ch.starved = append(ch.starved, cons)
+	}
+	ch.starvedMu.Unlock()
+}
+
+// kickStarved dispatches again to the consumers refused by a limit of ch,
+// after the limit was raised or credit given back. Call with no lock held.
+func (ch *channel) kickStarved() {
+	ch.starvedMu.Lock()
+	list := ch.starved
+	ch.starved = nil
+	for _, cons := range list {
+		cons.chStarved = false
+	}
+	ch.starvedMu.Unlock()
+	for _, cons := range list {
+		cons.qe.dispatch()
 	}
 }
 
@@ -63,11 +109,14 @@ func (ch *channel) qos(m *amqp.BasicQos) error {
 	}
 	if m.Global {
 		ch.globalPrefetch.Store(int32(m.PrefetchCount))
-		ch.c.out.wake()
 	} else {
 		ch.prefetch = int(m.PrefetchCount)
+		// RabbitMQ unlimits the channel's limiter here too: a per-consumer
+		// qos lifts the channel-wide limit.
+		ch.globalPrefetch.Store(0)
 	}
 	ch.c.send(ch.id, &amqp.BasicQosOk{})
+	ch.kickStarved()
 	return nil
 }
 
@@ -282,29 +331,28 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	return nil
 }
 
-// takeUnacked removes the deliveries an ack, nack or reject names: tag
-// alone, or with multiple every delivery up to tag (0 = all).
+// takeUnacked removes the deliveries an ack, nack or reject names, as
+// RabbitMQ's collect_acks does: the delivery tagged tag, with multiple also
+// every earlier one; multiple with tag 0 takes all (none is fine). The tag
+// itself must be outstanding, even with multiple.
 func (ch *channel) takeUnacked(tag uint64, multiple bool) ([]pending, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	u := ch.unacked
-	if multiple {
-		n := len(u)
-		if tag != 0 {
-			n = sort.Search(len(u), func(i int) bool { return u[i].tag > tag })
-			if n == 0 {
-				return nil, false
-			}
-		}
-		taken := make([]pending, n)
-		copy(taken, u[:n])
-		clear(u[:n])
-		ch.unacked = u[n:]
-		return taken, true
+	if multiple && tag == 0 {
+		ch.unacked = nil
+		return u, true
 	}
 	i := sort.Search(len(u), func(i int) bool { return u[i].tag >= tag })
 	if i == len(u) || u[i].tag != tag {
 		return nil, false
+	}
+	if multiple {
+		taken := make([]pending, i+1)
+		copy(taken, u[:i+1])
+		clear(u[:i+1])
+		ch.unacked = u[i+1:]
+		return taken, true
 	}
 	p := u[i]
 	if i == 0 {
@@ -318,33 +366,40 @@ func (ch *channel) takeUnacked(tag uint64, multiple bool) ([]pending, bool) {
 	return []pending{p}, true
 }
 
-func (ch *channel) ack(tag uint64, multiple bool) error {
-	if ch.tx {
-		if !ch.hasUnacked(tag, multiple) {
-			return unknownTag(tag, 80)
-		}
-		ch.txAcks = append(ch.txAcks, txAck{tag: tag, multiple: multiple, ack: true})
-		return nil
+// restoreUnacked puts deliveries taken by an ack in a rolled back
+// transaction back among the outstanding ones, in tag order.
+func (ch *channel) restoreUnacked(ps []pending) {
+	if len(ps) == 0 {
+		return
 	}
+	ch.mu.Lock()
+	u := append(ch.unacked[:len(ch.unacked):len(ch.unacked)], ps...)
+	sort.Slice(u, func(i, j int) bool { return u[i].tag < u[j].tag })
+	ch.unacked = u
+	ch.mu.Unlock()
+}
+
+func (ch *channel) ack(tag uint64, multiple bool) error {
 	taken, ok := ch.takeUnacked(tag, multiple)
 	if !ok {
 		return unknownTag(tag, 80)
+	}
+	if ch.tx {
+		ch.txAcks = append(ch.txAcks, txAck{ps: taken, ack: true})
+		return nil
 	}
 	ch.settle(taken)
 	return nil
 }
 
 func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) error {
-	if ch.tx {
-		if !ch.hasUnacked(tag, multiple) {
-			return unknownTag(tag, methodID)
-		}
-		ch.txAcks = append(ch.txAcks, txAck{tag: tag, multiple: multiple, requeue: requeue})
-		return nil
-	}
 	taken, ok := ch.takeUnacked(tag, multiple)
 	if !ok {
 		return unknownTag(tag, methodID)
+	}
+	if ch.tx {
+		ch.txAcks = append(ch.txAcks, txAck{ps: taken, requeue: requeue})
+		return nil
 	}
 	if requeue {
 		ch.requeue(taken)
@@ -356,20 +411,6 @@ func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) e
 
 func unknownTag(tag uint64, methodID uint16) error {
 	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, methodID, "unknown delivery tag %d", tag)
-}
-
-// hasUnacked reports whether an ack of tag would find a delivery.
-func (ch *channel) hasUnacked(tag uint64, multiple bool) bool {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if multiple && tag == 0 {
-		return len(ch.unacked) > 0
-	}
-	i := sort.Search(len(ch.unacked), func(i int) bool { return ch.unacked[i].tag >= tag })
-	if i == len(ch.unacked) {
-		return false
-	}
-	return multiple || ch.unacked[i].tag == tag
 }
 
 // settle acknowledges deliveries: the queues forget them and may deliver
@@ -394,6 +435,7 @@ func (ch *channel) settle(ps []pending) {
 		qe.mu.Unlock()
 		i = j
 	}
+	ch.kickStarved()
 }
 
 // requeue returns deliveries to their queues, ahead of newer messages.
@@ -415,10 +457,12 @@ func (ch *channel) requeue(ps []pending) {
 		qe.dispatchLocked()
 		qe.mu.Unlock()
 	}
+	ch.kickStarved()
 }
 
 // releaseGlobal gives back channel-wide prefetch credit for consumer
-// deliveries and lets starved consumers try again.
+// deliveries. The caller kicks starved consumers once it has settled or
+// returned ps.
 func (ch *channel) releaseGlobal(ps []pending) {
 	n := 0
 	for i := range ps {
@@ -426,11 +470,7 @@ func (ch *channel) releaseGlobal(ps []pending) {
 			n++
 		}
 	}
-	if n == 0 {
-		return
-	}
-	ch.globalUnacked.Add(-int32(n))
-	if ch.globalPrefetch.Load() > 0 {
-		ch.c.out.wake()
+	if n > 0 {
+		ch.globalUnacked.Add(-int32(n))
 	}
 }

@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
@@ -25,10 +28,10 @@ func inequivalent(what, arg, name, vhost string, got, current any, classID, meth
 func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	const cls, mth = amqp.ClassExchange, 10
 	v := ch.c.vhost
-	if m.Exchange == "" {
-		return accessRefusedDefault(cls, mth)
-	}
 	if m.Passive {
+		if m.Exchange == "" {
+			return accessRefusedDefault(cls, mth)
+		}
 		v.mu.RLock()
 		ex := v.exchanges[m.Exchange]
 		v.mu.RUnlock()
@@ -40,26 +43,34 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 		}
 		return nil
 	}
-	if strings.HasPrefix(m.Exchange, "amq.") {
-		return amqp.Errorf(amqp.AccessRefused, cls, mth,
-			"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
-	}
-	if err := checkName(m.Exchange, cls, mth); err != nil {
-		return err
-	}
+	// RabbitMQ's order (rabbit_channel): the type, the default exchange,
+	// then the reserved prefix, which only stops creation (an existing
+	// amq.* exchange may be redeclared), then equivalence.
 	kind, ok := exchange.ParseKind(m.Type)
 	if !ok {
 		return amqp.Errorf(amqp.CommandInvalid, cls, mth, "unknown exchange type '%s'", m.Type)
 	}
+	if m.Exchange == "" {
+		return accessRefusedDefault(cls, mth)
+	}
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
-		err := equivalentExchange(ex, m, v.name)
+		err := equivalentExchange(ex, kind, m, v.name)
 		v.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	} else {
+		if strings.HasPrefix(m.Exchange, "amq.") {
+			v.mu.Unlock()
+			return amqp.Errorf(amqp.AccessRefused, cls, mth,
+				"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+		}
+		if err := checkName(m.Exchange, cls, mth); err != nil {
+			v.mu.Unlock()
+			return err
+		}
 		v.exchanges[m.Exchange] = &exchangeEntity{
 			name:       m.Exchange,
 			kind:       kind,
@@ -77,10 +88,15 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	return nil
 }
 
-func equivalentExchange(ex *exchangeEntity, m *amqp.ExchangeDeclare, vhost string) error {
+// exchangeEquivalenceArgs are the arguments RabbitMQ compares when an
+// exchange is redeclared (rabbit_exchange:assert_args_equivalence); others
+// may differ.
+var exchangeEquivalenceArgs = []string{"alternate-exchange"}
+
+func equivalentExchange(ex *exchangeEntity, kind exchange.Kind, m *amqp.ExchangeDeclare, vhost string) error {
 	const cls, mth = amqp.ClassExchange, 10
 	switch {
-	case ex.kind.String() != m.Type:
+	case ex.kind != kind:
 		return inequivalent("exchange", "type", ex.name, vhost, m.Type, ex.kind.String(), cls, mth)
 	case ex.durable != m.Durable:
 		return inequivalent("exchange", "durable", ex.name, vhost, m.Durable, ex.durable, cls, mth)
@@ -89,19 +105,142 @@ func equivalentExchange(ex *exchangeEntity, m *amqp.ExchangeDeclare, vhost strin
 	case ex.internal != m.Internal:
 		return inequivalent("exchange", "internal", ex.name, vhost, m.Internal, ex.internal, cls, mth)
 	}
-	if !equalArgs(ex.args, m.Arguments) {
+	return equivalentArgs("exchange", ex.name, vhost, ex.args, m.Arguments, exchangeEquivalenceArgs, cls, mth)
+}
+
+// equivalentArgs is rabbit_misc:assert_args_equivalence: for each of keys,
+// the current and requested arguments must both be absent, or have values
+// of the same type class (all integer types are one class) that are
+// equal. The error text describes values as RabbitMQ does ("the value '5'
+// of type 'long'", "none").
+func equivalentArgs(what, name, vhost string, current, requested amqp.Table, keys []string, cls, mth uint16) error {
+	for _, k := range keys {
+		cur, curOK := current[k]
+		req, reqOK := requested[k]
+		switch {
+		case !curOK && !reqOK:
+			continue
+		case curOK && reqOK && sameArg(cur, req):
+			continue
+		}
+		// Classic queues: x-queue-type "classic" is the same as none.
+		if k == "x-queue-type" && ((!curOK && req == "classic") || (!reqOK && cur == "classic")) {
+			continue
+		}
 		return amqp.Errorf(amqp.PreconditionFailed, cls, mth,
-			"inequivalent arg 'arguments' for exchange '%s' in vhost '%s'", ex.name, vhost)
+			"inequivalent arg '%s' for %s '%s' in vhost '%s': received %s but current is %s",
+			k, what, name, vhost, describeArg(req, reqOK), describeArg(cur, curOK))
 	}
 	return nil
 }
 
-// equalArgs compares argument tables, treating nil and empty as equal.
-func equalArgs(a, b amqp.Table) bool {
-	if len(a) == 0 && len(b) == 0 {
-		return true
+// sameArg compares two argument values as RabbitMQ does: same type class
+// and equal (Erlang ==) values.
+func sameArg(a, b any) bool {
+	if x, ok := argInt(a); ok {
+		y, ok := argInt(b)
+		return ok && x == y
+	}
+	if x, ok := argFloat(a); ok {
+		y, ok := argFloat(b)
+		return ok && x == y
+	}
+	if argType(a) != argType(b) {
+		return false
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+func argInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+func argFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// argType is the field type name RabbitMQ uses for v.
+func argType(v any) string {
+	switch v.(type) {
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64, int:
+		return "long"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case string:
+		return "longstr"
+	case []byte:
+		return "binary"
+	case time.Time:
+		return "timestamp"
+	case []any:
+		return "array"
+	case amqp.Table, map[string]any:
+		return "table"
+	case nil:
+		return "void"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// describeArg formats an argument as rabbit_misc:val/1.
+func describeArg(v any, present bool) string {
+	if !present {
+		return "none"
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	case time.Time:
+		s = strconv.FormatInt(x.Unix(), 10)
+	default:
+		s = fmt.Sprint(v)
+	}
+	return fmt.Sprintf("the value '%s' of type '%s'", s, argType(v))
 }
 
 // checkName enforces the 255-byte limit on names (shortstr already does,
@@ -121,7 +260,7 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	}
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, cls, mth,
-			"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
+			"deletion of system exchange '%s' in vhost '%s' not allowed", m.Exchange, v.name)
 	}
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
@@ -151,13 +290,13 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	}
 	v.mu.Lock()
 	s, d := v.exchanges[src], v.exchanges[dest]
-	switch {
-	case d == nil:
-		v.mu.Unlock()
-		return notFoundExchange(dest, v.name, cls, mth)
+	switch { // RabbitMQ reports the source first
 	case s == nil:
 		v.mu.Unlock()
 		return notFoundExchange(src, v.name, cls, mth)
+	case d == nil:
+		v.mu.Unlock()
+		return notFoundExchange(dest, v.name, cls, mth)
 	}
 	if err := validateBindArgs(s, args, cls, mth); err != nil {
 		v.mu.Unlock()

@@ -23,11 +23,9 @@ func resourceLocked(name, vhost string, classID, methodID uint16) error {
 // RabbitMQ.
 func (ch *channel) findQueue(name string, cls, mth uint16) (*queueEntity, error) {
 	v := ch.c.vhost
-	if name == "" {
-		if ch.lastQueue == "" {
-			return nil, amqp.Errorf(amqp.NotFound, cls, mth, "no previously declared queue")
-		}
-		name = ch.lastQueue
+	name, err := ch.expandQueueName(name, cls, mth)
+	if err != nil {
+		return nil, err
 	}
 	v.mu.RLock()
 	qe := v.queues[name]
@@ -35,10 +33,35 @@ func (ch *channel) findQueue(name string, cls, mth uint16) (*queueEntity, error)
 	if qe == nil {
 		return nil, notFoundQueue(name, v.name, cls, mth)
 	}
-	if qe.exclusive && qe.owner != ch.c {
-		return nil, resourceLocked(name, v.name, cls, mth)
+	if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
+		return nil, err
 	}
 	return qe, nil
+}
+
+// expandQueueName resolves RabbitMQ's shortcut: the empty queue name means
+// the queue last declared on the channel.
+func (ch *channel) expandQueueName(name string, cls, mth uint16) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if ch.lastQueue == "" {
+		return "", amqp.Errorf(amqp.NotFound, cls, mth, "no previously declared queue")
+	}
+	return ch.lastQueue, nil
+}
+
+// exclusiveAccess is rabbit_amqqueue:check_exclusive_access: an exclusive
+// queue is only for its own connection. With strict (a redeclare), the
+// declared exclusive flag must match the queue's too.
+func (ch *channel) exclusiveAccess(qe *queueEntity, strict, exclusive bool, cls, mth uint16) error {
+	switch {
+	case qe.exclusive && qe.owner == ch.c && (!strict || exclusive):
+		return nil
+	case !qe.exclusive && (!strict || !exclusive):
+		return nil
+	}
+	return resourceLocked(qe.name, ch.c.vhost.name, cls, mth)
 }
 
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
@@ -64,14 +87,16 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if err := checkName(name, cls, mth); err != nil {
 		return err
 	}
+	// RabbitMQ: exclusive queues are never durable.
+	durable := m.Durable && !m.Exclusive
 	v.mu.Lock()
 	qe := v.queues[name]
 	if qe != nil {
 		v.mu.Unlock()
-		if qe.exclusive && qe.owner != ch.c {
-			return resourceLocked(name, v.name, cls, mth)
+		if err := ch.exclusiveAccess(qe, true, m.Exclusive, cls, mth); err != nil {
+			return err
 		}
-		if err := equivalentQueue(qe, m, v.name); err != nil {
+		if err := equivalentQueue(qe, durable, m, v.name); err != nil {
 			return err
 		}
 		ch.lastQueue = name
@@ -81,7 +106,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	qe = &queueEntity{
 		name:       name,
 		vhost:      v,
-		durable:    m.Durable,
+		durable:    durable,
 		exclusive:  m.Exclusive,
 		autoDelete: m.AutoDelete,
 		args:       m.Arguments,
@@ -112,27 +137,26 @@ func (ch *channel) declareOk(noWait bool, qe *queueEntity) {
 	ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: qe.name, MessageCount: uint32(msgs), ConsumerCount: uint32(conss)})
 }
 
-func equivalentQueue(qe *queueEntity, m *amqp.QueueDeclare, vhost string) error {
+// queueEquivalenceArgs are the arguments RabbitMQ compares when a classic
+// queue is redeclared (rabbit_classic_queue's queue_arguments); others may
+// differ.
+var queueEquivalenceArgs = []string{
+	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
+	"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+}
+
+// equivalentQueue is the rest of rabbit_amqqueue:assert_equivalence, after
+// the exclusive check.
+func equivalentQueue(qe *queueEntity, durable bool, m *amqp.QueueDeclare, vhost string) error {
 	const cls, mth = amqp.ClassQueue, 10
 	switch {
-	case qe.durable != m.Durable:
-		return inequivalent("queue", "durable", qe.name, vhost, m.Durable, qe.durable, cls, mth)
-	case qe.exclusive != m.Exclusive:
-		return inequivalent("queue", "exclusive", qe.name, vhost, m.Exclusive, qe.exclusive, cls, mth)
+	case qe.durable != durable:
+		return inequivalent("queue", "durable", qe.name, vhost, durable, qe.durable, cls, mth)
 	case qe.autoDelete != m.AutoDelete:
 		return inequivalent("queue", "auto_delete", qe.name, vhost, m.AutoDelete, qe.autoDelete, cls, mth)
 	}
-	for k, want := range m.Arguments {
-		if have, ok := qe.args[k]; !ok || !equalArgs(amqp.Table{k: have}, amqp.Table{k: want}) {
-			return inequivalent("queue", k, qe.name, vhost, want, have, cls, mth)
-		}
-	}
-	for k, have := range qe.args {
-		if _, ok := m.Arguments[k]; !ok {
-			return inequivalent("queue", k, qe.name, vhost, "none", have, cls, mth)
-		}
-	}
-	return nil
+	return equivalentArgs("queue", qe.name, vhost, qe.args, m.Arguments, queueEquivalenceArgs, cls, mth)
 }
 
 // queueBind handles queue.bind (bind true) and queue.unbind.
@@ -142,12 +166,20 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 		mth = 50
 	}
 	v := ch.c.vhost
+	// RabbitMQ's order: the name shortcuts (with the empty queue name, an
+	// empty key means the queue's name), the default exchange, the
+	// exchange, the queue, exclusive access.
+	if qname == "" {
+		var err error
+		if qname, err = ch.expandQueueName(qname, cls, mth); err != nil {
+			return err
+		}
+		if key == "" {
+			key = qname
+		}
+	}
 	if xname == "" {
 		return accessRefusedDefault(cls, mth)
-	}
-	qe, err := ch.findQueue(qname, cls, mth)
-	if err != nil {
-		return err
 	}
 	v.mu.Lock()
 	ex := v.exchanges[xname]
@@ -155,9 +187,14 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 		v.mu.Unlock()
 		return notFoundExchange(xname, v.name, cls, mth)
 	}
-	if v.queues[qname] != qe {
+	qe := v.queues[qname]
+	if qe == nil {
 		v.mu.Unlock()
 		return notFoundQueue(qname, v.name, cls, mth)
+	}
+	if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
+		v.mu.Unlock()
+		return err
 	}
 	if err := validateBindArgs(ex, args, cls, mth); err != nil {
 		v.mu.Unlock()
@@ -195,15 +232,18 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 	const cls, mth = amqp.ClassQueue, 40
 	v := ch.c.vhost
+	name, err := ch.expandQueueName(m.Queue, cls, mth)
+	if err != nil {
+		return err
+	}
 	v.mu.RLock()
-	qe := v.queues[m.Queue]
+	qe := v.queues[name]
 	v.mu.RUnlock()
 	n := 0
 	if qe != nil {
-		if qe.exclusive && qe.owner != ch.c {
-			return resourceLocked(m.Queue, v.name, cls, mth)
+		if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
+			return err
 		}
-		var err error
 		n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
 		if err != nil {
 			return err
@@ -235,7 +275,7 @@ func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error
 	if ifEmpty && qe.q.Ready() > 0 {
 		qe.mu.Unlock()
 		v.mu.Unlock()
-		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' is not empty", qe.name, v.name)
+		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
 	}
 	qe.deleted = true
 	n := qe.q.Ready()

@@ -17,7 +17,7 @@
 //
 //	Broker.mu → vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
-// conn.starvedMu is a leaf lock. Nothing blocks, does I/O, or waits on a Go
+// conn.starvedMu and channel.starvedMu are leaf locks. Nothing blocks, does I/O, or waits on a Go
 // channel while holding any of them; the writer does its socket writes with
 // no lock held.
 package broker

@@ -1,6 +1,10 @@
 package broker
 
 import (
+	"encoding/binary"
+	"errors"
+	"slices"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
 )
@@ -34,11 +38,12 @@ type txPublish struct {
 	msg       *queue.Message
 }
 
-// txAck is an ack, nack or reject held until tx.commit.
+// txAck is an ack, nack or reject held until tx.commit. The deliveries
+// it names left the channel's unacked list when it arrived, as in RabbitMQ
+// (a second ack of one is an unknown tag); tx.rollback puts them back.
 type txAck struct {
-	tag               uint64
-	multiple, requeue bool
-	ack               bool
+	ps           []pending
+	ack, requeue bool
 }
 
 func (ch *channel) startPublish(m *amqp.BasicPublish) error {
@@ -49,8 +54,23 @@ func (ch *channel) startPublish(m *amqp.BasicPublish) error {
 	return nil
 }
 
-// handleContent takes a content header or body frame.
+// handleContent takes a content header or body frame. A channel exception
+// (an unknown or internal exchange, say) closes the channel here; only
+// connection exceptions are returned.
 func (ch *channel) handleContent(f amqp.Frame) error {
+	err := ch.content(f)
+	if err == nil {
+		return nil
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) && !ae.Hard() {
+		ch.softClose(ae)
+		return nil
+	}
+	return err
+}
+
+func (ch *channel) content(f amqp.Frame) error {
 	if ch.closing {
 		return nil
 	}
@@ -120,6 +140,9 @@ func (ch *channel) finishPublish() error {
 	if ex.internal {
 		return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
 			"cannot publish to internal exchange '%s' in vhost '%s'", p.exchange, v.name)
+	}
+	if err := ch.checkUserID(p.header); err != nil {
+		return err
 	}
 	if ch.tx {
 		ch.txPubs = append(ch.txPubs, txPublish{exchange: p.exchange, mandatory: p.mandatory, msg: msg})
@@ -218,14 +241,10 @@ func (ch *channel) txCommit() error {
 		ch.route(ex, p.mandatory, p.msg)
 	}
 	for _, a := range acks {
-		taken, ok := ch.takeUnacked(a.tag, a.multiple)
-		if !ok {
-			continue
-		}
 		if a.ack || !a.requeue {
-			ch.settle(taken)
+			ch.settle(a.ps)
 		} else {
-			ch.requeue(taken)
+			ch.requeue(a.ps)
 		}
 	}
 	ch.c.send(ch.id, &amqp.TxCommitOk{})
@@ -236,9 +255,31 @@ func (ch *channel) txRollback() error {
 	if !ch.tx {
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 30, "channel is not transactional")
 	}
+	for _, a := range ch.txAcks {
+		ch.restoreUnacked(a.ps)
+	}
 	ch.txPubs, ch.txAcks = nil, nil
 	ch.c.send(ch.id, &amqp.TxRollbackOk{})
 	return nil
+}
+
+// checkUserID enforces RabbitMQ's rule for the user-id property: when set,
+// it must name the authenticated user, unless that user has the
+// impersonator tag. The header is decoded only when the property is there.
+func (ch *channel) checkUserID(header []byte) error {
+	if len(header) < 14 || binary.BigEndian.Uint16(header[12:])&amqp.FlagUserID == 0 {
+		return nil
+	}
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(header, &h); err != nil {
+		return err
+	}
+	u := ch.c.user
+	if h.Properties.UserID == u.name || slices.Contains(u.tags, "impersonator") {
+		return nil
+	}
+	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
+		"user_id property set to '%s' but authenticated user was '%s'", h.Properties.UserID, u.name)
 }
 
 // peekModePriority reads delivery-mode and priority from a content header
