@@ -2,17 +2,34 @@ package broker
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/binary"
 
 	"github.com/warrenmq/warren/amqp"
 )
 
-// user is a broker user.
+// user is a broker user. Fields are guarded by Broker.mu.
 type user struct {
-	name     string
-	password string
-	tags     []string
+	name string
+	// hash is RabbitMQ's salted password hash made with algorithm.
+	hash      []byte
+	algorithm string
+	tags      []string
+	// perms maps a vhost name to the user's permissions there.
+	perms   map[string]permission
+	storeID uint64
+}
+
+// permission is a user's configure, write and read patterns on a vhost.
+type permission struct {
+	configure, write, read string
+	storeID                uint64
+}
+
+func (u *user) setPermission(vhost string, p permission) {
+	if u.perms == nil {
+		u.perms = make(map[string]permission)
+	}
+	u.perms[vhost] = p
 }
 
 // saslMechanisms is what connection.start offers.
@@ -69,7 +86,7 @@ func (b *Broker) authenticate(username, password string) *user {
 	if u == nil {
 		return nil
 	}
-	if subtle.ConstantTimeCompare([]byte(u.password), []byte(password)) != 1 {
+	if !CheckPassword(u.algorithm, u.hash, password) {
 		return nil
 	}
 	return u

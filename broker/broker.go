@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/store"
 )
 
 // Config is what a Broker needs to run. Zero values take the defaults
@@ -38,6 +40,11 @@ type Config struct {
 	DefaultUser, DefaultPass, DefaultVHost string
 	// Logger receives the broker's logs (default: no logging).
 	Logger *zap.Logger
+	// Store, when set, makes durable things durable: definitions and the
+	// persistent messages of durable queues are kept in it and recovered
+	// by Listen. The caller opens and closes it. Nil keeps everything in
+	// memory.
+	Store *store.Store
 }
 
 func (c *Config) setDefaults() {
@@ -92,6 +99,15 @@ type Broker struct {
 	conns  map[*conn]struct{}
 	closed bool
 
+	// defMu serialises definition changes (declare, delete, bind) so that
+	// each one's store write happens in order, with no vhost lock held.
+	// Lock order: defMu → vhost.mu.
+	defMu sync.Mutex
+
+	// recoverOnce runs recover at the first Listen.
+	recoverOnce sync.Once
+	recoverErr  error
+
 	connWG sync.WaitGroup
 	nextID atomic.Uint64
 }
@@ -106,14 +122,24 @@ func New(cfg Config) (*Broker, error) {
 		users:  make(map[string]*user),
 		conns:  make(map[*conn]struct{}),
 	}
-	b.vhosts[cfg.DefaultVHost] = newVHost(cfg.DefaultVHost)
-	b.users[cfg.DefaultUser] = &user{name: cfg.DefaultUser, password: cfg.DefaultPass, tags: []string{"administrator"}}
+	b.vhosts[cfg.DefaultVHost] = newVHost(b, cfg.DefaultVHost)
+	hash, err := HashPassword(HashSHA256, cfg.DefaultPass)
+	if err != nil {
+		return nil, err
+	}
+	u := &user{name: cfg.DefaultUser, hash: hash, algorithm: HashSHA256, tags: []string{"administrator"}}
+	u.setPermission(cfg.DefaultVHost, permission{configure: ".*", write: ".*", read: ".*"})
+	b.users[cfg.DefaultUser] = u
 	return b, nil
 }
 
 // Listen binds the AMQP listener. Serve calls it when it has not been
 // called; call it first to learn Addr before serving.
 func (b *Broker) Listen() error {
+	b.recoverOnce.Do(func() { b.recoverErr = b.recover() })
+	if b.recoverErr != nil {
+		return b.recoverErr
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {

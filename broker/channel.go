@@ -33,7 +33,7 @@ type channel struct {
 
 	confirm      bool
 	confirmSeq   uint64 // last publish sequence number
-	confirmAcked uint64 // highest sequence number confirmed to the client
+	confirms     confirmTracker
 	confirmDirty bool
 
 	tx      bool
@@ -214,6 +214,7 @@ func (ch *channel) shutdown() {
 		return
 	}
 	ch.closed = true
+	ch.confirms.close()
 	conss := make([]*consumer, 0, len(ch.consumers))
 	for _, cons := range ch.consumers {
 		conss = append(conss, cons)

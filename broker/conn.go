@@ -70,6 +70,11 @@ type conn struct {
 	// lastRead is the time of the last read (unix nanoseconds).
 	lastRead atomic.Int64
 
+	// asyncMu guards asyncConfirms: channels whose journal writes
+	// completed, for the writer to confirm.
+	asyncMu       sync.Mutex
+	asyncConfirms []*channel
+
 	starvedMu sync.Mutex
 	starved   []*consumer
 }
@@ -389,6 +394,7 @@ func (c *conn) writeLoop() {
 				o.unlock(len(o.buf) - start)
 			}
 		}
+		c.flushAsyncConfirms()
 		segs, buf, closed := o.take()
 		n := len(buf)
 		for _, s := range segs {

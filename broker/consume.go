@@ -232,6 +232,7 @@ func (qe *queueEntity) dispatchLocked() {
 	for i := range ds {
 		cons := ds[i].Consumer.Owner.(*consumer)
 		cons.ch.deliver(cons, qe, ds[i].Entry)
+		qe.journalDelivery(cons.NoAck, ds[i].Entry)
 		ds[i] = queue.Delivery{}
 	}
 	qe.scratch = ds[:0]
@@ -304,6 +305,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
+	qe.journalDelivery(m.NoAck, e)
 	ch.mu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
@@ -430,6 +432,9 @@ func (ch *channel) settle(ps []pending) {
 				qc = &ps[i].cons.Consumer
 			}
 			qe.q.Settle(qc, j-i)
+			for k := i; k < j; k++ {
+				qe.vhost.b.unjournal(qe, ps[k].entry)
+			}
 			qe.dispatchLocked()
 		}
 		qe.mu.Unlock()

@@ -53,6 +53,8 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if m.Exchange == "" {
 		return accessRefusedDefault(cls, mth)
 	}
+	ch.c.b.defMu.Lock()
+	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
@@ -71,7 +73,7 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 			v.mu.Unlock()
 			return err
 		}
-		v.exchanges[m.Exchange] = &exchangeEntity{
+		ex := &exchangeEntity{
 			name:       m.Exchange,
 			kind:       kind,
 			durable:    m.Durable,
@@ -80,7 +82,11 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 			args:       m.Arguments,
 			router:     exchange.NewRouter(kind),
 		}
+		v.exchanges[m.Exchange] = ex
 		v.mu.Unlock()
+		if err := ch.c.b.saveExchange(v, ex); err != nil {
+			return amqp.Errorf(amqp.InternalError, cls, mth, "storing exchange: %v", err)
+		}
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.ExchangeDeclareOk{})
@@ -262,6 +268,8 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 		return amqp.Errorf(amqp.AccessRefused, cls, mth,
 			"deletion of system exchange '%s' in vhost '%s' not allowed", m.Exchange, v.name)
 	}
+	ch.c.b.defMu.Lock()
+	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
@@ -288,6 +296,8 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	if dest == "" || src == "" {
 		return accessRefusedDefault(cls, mth)
 	}
+	ch.c.b.defMu.Lock()
+	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
 	s, d := v.exchanges[src], v.exchanges[dest]
 	switch { // RabbitMQ reports the source first
@@ -303,12 +313,18 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 		return err
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestExchange, Name: dest}, Key: key, Args: args}
+	durable := s.durable && d.durable
 	if bind {
 		s.router.Bind(b)
 	} else if s.router.Unbind(b) {
+		k := newBindingKey(b, src)
+		ch.c.b.forgetBindings(v, func(x bindingKey) bool { return x == k })
 		v.autoDeleteLocked(s)
 	}
 	v.mu.Unlock()
+	if bind {
+		ch.c.b.saveBinding(v, src, b, durable)
+	}
 	if !noWait {
 		if bind {
 			ch.c.send(ch.id, &amqp.ExchangeBindOk{})

@@ -89,6 +89,8 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	// RabbitMQ: exclusive queues are never durable.
 	durable := m.Durable && !m.Exclusive
+	ch.c.b.defMu.Lock()
+	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
 	qe := v.queues[name]
 	if qe != nil {
@@ -117,6 +119,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	v.queues[name] = qe
 	v.mu.Unlock()
+	if err := ch.c.b.saveQueue(v, qe); err != nil {
+		return amqp.Errorf(amqp.InternalError, cls, mth, "storing queue: %v", err)
+	}
 	if m.Exclusive {
 		ch.c.exclusive = append(ch.c.exclusive, qe)
 	}
@@ -181,6 +186,8 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	if xname == "" {
 		return accessRefusedDefault(cls, mth)
 	}
+	ch.c.b.defMu.Lock()
+	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
 	ex := v.exchanges[xname]
 	if ex == nil {
@@ -201,12 +208,18 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 		return err
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
+	durable := ex.durable && qe.durable
 	if bind {
 		ex.router.Bind(b)
 	} else if ex.router.Unbind(b) {
+		k := newBindingKey(b, xname)
+		ch.c.b.forgetBindings(v, func(x bindingKey) bool { return x == k })
 		v.autoDeleteLocked(ex)
 	}
 	v.mu.Unlock()
+	if bind {
+		ch.c.b.saveBinding(v, xname, b, durable)
+	}
 	if bind && !noWait {
 		ch.c.send(ch.id, &amqp.QueueBindOk{})
 	} else if !bind {
@@ -221,7 +234,7 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 		return err
 	}
 	qe.mu.Lock()
-	n := qe.q.Purge()
+	n := qe.q.PurgeEach(func(e queue.Entry) { ch.c.b.unjournal(qe, e) })
 	qe.mu.Unlock()
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.QueuePurgeOk{MessageCount: uint32(n)})
@@ -260,6 +273,8 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 // ready messages dropped.
 func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error) {
 	const cls, mth = amqp.ClassQueue, 40
+	v.b.defMu.Lock()
+	defer v.b.defMu.Unlock()
 	v.mu.Lock()
 	qe.mu.Lock()
 	if qe.deleted || v.queues[qe.name] != qe {
@@ -288,6 +303,7 @@ func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error
 	delete(v.queues, qe.name)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name})
 	v.mu.Unlock()
+	v.b.forgetQueue(qe)
 	for _, cons := range conss {
 		cons.ch.serverCancel(cons)
 	}

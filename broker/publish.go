@@ -148,21 +148,29 @@ func (ch *channel) finishPublish() error {
 		ch.txPubs = append(ch.txPubs, txPublish{exchange: p.exchange, mandatory: p.mandatory, msg: msg})
 		return nil
 	}
-	ch.route(ex, p.mandatory, msg)
-	if ch.confirm {
-		ch.confirmSeq++
-		if !ch.confirmDirty {
-			ch.confirmDirty = true
-			ch.c.confirmDirty = append(ch.c.confirmDirty, ch)
-		}
+	if !ch.confirm {
+		ch.route(ex, p.mandatory, msg, 0)
+		return nil
+	}
+	ch.confirmSeq++
+	seq := ch.confirmSeq
+	// Hold the confirm until routing is done: journal writes may complete
+	// before route returns.
+	ch.confirms.add(seq, 1)
+	ch.route(ex, p.mandatory, msg, seq)
+	ch.confirms.done(seq, nil)
+	if !ch.confirmDirty {
+		ch.confirmDirty = true
+		ch.c.confirmDirty = append(ch.c.confirmDirty, ch)
 	}
 	return nil
 }
 
 // route delivers msg through ex to its queues and returns it to the
 // publisher when mandatory and unroutable. It reports whether any queue
-// took it.
-func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message) bool {
+// took it. A non-zero confirmSeq makes the publish's confirm wait for
+// every journal write the message needs.
+func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
 	v := ch.c.vhost
 	v.mu.RLock()
 	// A stale ex (deleted since lookup) routes nowhere, as RabbitMQ would.
@@ -177,7 +185,13 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message)
 	for i, qe := range targets {
 		qe.mu.Lock()
 		if !qe.deleted {
-			qe.q.Publish(msg)
+			seq := qe.q.Publish(msg)
+			if confirmSeq != 0 && qe.durable && msg.Persistent && ch.c.b.cfg.Store != nil {
+				ch.confirms.hold(confirmSeq)
+				ch.c.b.journal(qe, seq, msg, func(err error) { ch.journaled(confirmSeq, err) })
+			} else {
+				ch.c.b.journal(qe, seq, msg, nil)
+			}
 			qe.dispatchLocked()
 			routed = true
 		}
@@ -212,15 +226,19 @@ func (ch *channel) returnUnroutable(mandatory bool, msg *queue.Message) {
 	}
 }
 
-// flushConfirms sends one basic.ack covering every publish since the last.
+// flushConfirms sends the confirms that are due, at the end of a read
+// batch. Reader goroutine.
 func (ch *channel) flushConfirms() {
 	ch.confirmDirty = false
-	if ch.closing || ch.confirmSeq == ch.confirmAcked {
-		return
-	}
-	multiple := ch.confirmSeq-ch.confirmAcked > 1
-	ch.confirmAcked = ch.confirmSeq
-	ch.c.send(ch.id, &amqp.BasicAck{DeliveryTag: ch.confirmSeq, Multiple: multiple})
+	ch.confirms.flush(ch.c, ch.id)
+}
+
+// journaled is the journal's completion of one write for publish seq. It
+// runs on the store's writer goroutine: the confirm is sent by the
+// connection's writer.
+func (ch *channel) journaled(seq uint64, err error) {
+	ch.confirms.done(seq, err)
+	ch.c.confirmReady(ch)
 }
 
 func (ch *channel) txCommit() error {
@@ -238,7 +256,13 @@ func (ch *channel) txCommit() error {
 			ch.returnUnroutable(p.mandatory, p.msg)
 			continue
 		}
-		ch.route(ex, p.mandatory, p.msg)
+		ch.route(ex, p.mandatory, p.msg, 0)
+	}
+	if st := ch.c.b.cfg.Store; st != nil && len(pubs) > 0 {
+		// tx.commit-ok promises the persistent messages are on disk.
+		if err := st.Flush(); err != nil {
+			return amqp.Errorf(amqp.InternalError, amqp.ClassTx, 20, "writing messages: %v", err)
+		}
 	}
 	for _, a := range acks {
 		if a.ack || !a.requeue {

@@ -10,7 +10,14 @@ import (
 
 // vhost is a virtual host: its exchanges, queues and bindings.
 type vhost struct {
-	name string
+	name    string
+	b       *Broker
+	storeID uint64
+
+	// bindMu guards bindingIDs, the store records of durable bindings.
+	// It is taken after mu when both are needed.
+	bindMu     sync.Mutex
+	bindingIDs map[bindingKey]uint64
 
 	// mu guards the maps and every exchange's router.
 	mu        sync.RWMutex
@@ -28,6 +35,8 @@ type exchangeEntity struct {
 	args       amqp.Table
 	// router holds the bindings whose source is this exchange (vhost.mu).
 	router exchange.Router
+	// storeID is the id of the exchange's store record (0 = none).
+	storeID uint64
 }
 
 // queueEntity is a declared queue and the lock that serialises its state.
@@ -49,14 +58,18 @@ type queueEntity struct {
 	// hadConsumer arms auto-delete: it fires when the last consumer of a
 	// queue that had one goes.
 	hadConsumer bool
-	scratch     []queue.Delivery
+	// storeID is the id of the queue's store record (0 = none).
+	storeID uint64
+	scratch []queue.Delivery
 }
 
-func newVHost(name string) *vhost {
+func newVHost(b *Broker, name string) *vhost {
 	v := &vhost{
-		name:      name,
-		exchanges: make(map[string]*exchangeEntity),
-		queues:    make(map[string]*queueEntity),
+		name:       name,
+		b:          b,
+		bindingIDs: make(map[bindingKey]uint64),
+		exchanges:  make(map[string]*exchangeEntity),
+		queues:     make(map[string]*queueEntity),
 	}
 	v.exchanges[""] = &exchangeEntity{name: "", kind: exchange.Direct, durable: true, router: exchange.NewRouter(exchange.Direct)}
 	for _, d := range []struct {
@@ -141,6 +154,8 @@ func containsQ(s []*queueEntity, q *queueEntity) bool {
 // removeDestinationLocked drops every binding to d and then every
 // auto-delete exchange left without bindings. Hold v.mu (write).
 func (v *vhost) removeDestinationLocked(d exchange.Destination) {
+	isEx := d.Kind == exchange.DestExchange
+	v.b.forgetBindings(v, func(k bindingKey) bool { return k.destIsEx == isEx && k.dest == d.Name })
 	for _, e := range v.exchanges {
 		if e.router.RemoveDestination(d) > 0 {
 			v.autoDeleteLocked(e)
@@ -160,5 +175,7 @@ func (v *vhost) autoDeleteLocked(e *exchangeEntity) {
 // deleteExchangeLocked removes e and every binding from or to it.
 func (v *vhost) deleteExchangeLocked(e *exchangeEntity) {
 	delete(v.exchanges, e.name)
+	v.b.forgetExchange(e)
+	v.b.forgetBindings(v, func(k bindingKey) bool { return k.source == e.name })
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name})
 }

@@ -40,7 +40,9 @@ func publishSeq(t *testing.T, c *amqp091.Connection, q string, n int) {
 }
 
 func TestVolumeOneToOneAutoAck(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	before := goleak.IgnoreCurrent()
+	// Registered before the broker's cleanups, so it runs after them.
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	n := volumeCount(t)
 	func() {
 		s := brokertest.Start(t, nil)
@@ -68,7 +70,9 @@ func TestVolumeOneToOneAutoAck(t *testing.T) {
 }
 
 func TestVolumeOneToThreeManualAck(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	before := goleak.IgnoreCurrent()
+	// Registered before the broker's cleanups, so it runs after them.
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	n := volumeCount(t)
 	func() {
 		s := brokertest.Start(t, nil)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/warrenmq/warren/broker"
+	"github.com/warrenmq/warren/store"
 )
 
 // Server is a running broker.
@@ -24,7 +25,8 @@ type Server struct {
 }
 
 // Start runs a broker for the duration of the test; cfg may be nil. The
-// broker is closed by t.Cleanup.
+// broker is closed by t.Cleanup. Unless cfg names a Store, the broker gets
+// a store of its own in a temporary directory, closed after the broker.
 func Start(t testing.TB, cfg *broker.Config) *Server {
 	t.Helper()
 	var c broker.Config
@@ -34,6 +36,15 @@ func Start(t testing.TB, cfg *broker.Config) *Server {
 	c.AMQPAddr = "127.0.0.1:0"
 	if c.Logger == nil {
 		c.Logger = zaptest.NewLogger(t)
+	}
+	if c.Store == nil {
+		st, err := store.Open(store.Config{Dir: t.TempDir(), Logger: c.Logger})
+		if err != nil {
+			t.Fatalf("brokertest: opening store: %v", err)
+		}
+		// Registered first, so it runs after the broker's cleanup.
+		t.Cleanup(func() { _ = st.Close() })
+		c.Store = st
 	}
 	b, err := broker.New(c)
 	if err != nil {

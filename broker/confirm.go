@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"sync"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// confirmTracker orders publisher confirms when some publishes wait for
+// the journal: an ack covers a publish only once it and every earlier one
+// are settled.
+type confirmTracker struct {
+	mu sync.Mutex
+	// base is the sequence number of pending[0].
+	base uint64
+	// pending counts the journal writes each publish still waits for; -1
+	// marks a publish to nack.
+	pending []int32
+	// sent is the highest sequence number confirmed to the client.
+	sent uint64
+	// closed is set when the channel closes: nothing more is sent.
+	closed bool
+	// queued is set while the channel waits in its connection's list of
+	// channels with journal completions to confirm.
+	queued bool
+}
+
+// add registers publish seq, which waits for waits journal writes.
+func (t *confirmTracker) add(seq uint64, waits int32) {
+	t.mu.Lock()
+	if len(t.pending) == 0 {
+		t.base = seq
+	}
+	t.pending = append(t.pending, waits)
+	t.mu.Unlock()
+}
+
+// hold makes publish seq wait for one more journal write.
+func (t *confirmTracker) hold(seq uint64) {
+	t.mu.Lock()
+	if i := int(seq - t.base); i >= 0 && i < len(t.pending) && t.pending[i] > 0 {
+		t.pending[i]++
+	}
+	t.mu.Unlock()
+}
+
+// close stops the tracker: the channel is gone.
+func (t *confirmTracker) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.pending = nil
+	t.mu.Unlock()
+}
+
+// done records that one journal write of publish seq finished; a failed
+// write turns the confirm into a nack.
+func (t *confirmTracker) done(seq uint64, err error) {
+	t.mu.Lock()
+	i := int(seq - t.base)
+	if i >= 0 && i < len(t.pending) && t.pending[i] > 0 {
+		if err != nil {
+			t.pending[i] = -1
+		} else {
+			t.pending[i]--
+		}
+	}
+	t.mu.Unlock()
+}
+
+// flush sends the acks and nacks that are due: the settled prefix as one
+// basic.ack (multiple when it covers several), each failed publish as a
+// basic.nack.
+func (t *confirmTracker) flush(c *conn, channel uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	n := 0
+	var ackUpTo uint64
+	for n < len(t.pending) && t.pending[n] <= 0 {
+		seq := t.base + uint64(n)
+		if t.pending[n] < 0 {
+			if ackUpTo > t.sent {
+				c.send(channel, &amqp.BasicAck{DeliveryTag: ackUpTo, Multiple: ackUpTo-t.sent > 1})
+			}
+			c.send(channel, &amqp.BasicNack{DeliveryTag: seq})
+			t.sent = seq
+			ackUpTo = 0
+		} else {
+			ackUpTo = seq
+		}
+		n++
+	}
+	if ackUpTo > t.sent {
+		c.send(channel, &amqp.BasicAck{DeliveryTag: ackUpTo, Multiple: ackUpTo-t.sent > 1})
+		t.sent = ackUpTo
+	}
+	if n > 0 {
+		t.base += uint64(n)
+		copy(t.pending, t.pending[n:])
+		t.pending = t.pending[:len(t.pending)-n]
+	}
+}
+
+// confirmReady queues ch for the writer to send the confirms its journal
+// writes completed. Any goroutine.
+func (c *conn) confirmReady(ch *channel) {
+	ch.confirms.mu.Lock()
+	queued := ch.confirms.queued
+	ch.confirms.queued = true
+	ch.confirms.mu.Unlock()
+	if queued {
+		return
+	}
+	c.asyncMu.Lock()
+	c.asyncConfirms = append(c.asyncConfirms, ch)
+	c.asyncMu.Unlock()
+	c.out.wake()
+}
+
+// flushAsyncConfirms sends the confirms of journal completions. Writer
+// goroutine.
+func (c *conn) flushAsyncConfirms() {
+	c.asyncMu.Lock()
+	list := c.asyncConfirms
+	c.asyncConfirms = nil
+	c.asyncMu.Unlock()
+	for _, ch := range list {
+		ch.confirms.mu.Lock()
+		ch.confirms.queued = false
+		ch.confirms.mu.Unlock()
+		ch.confirms.flush(c, ch.id)
+	}
+}

@@ -1,0 +1,335 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/store"
+)
+
+// Durability: with a store configured, durable exchanges, queues and
+// bindings, users, vhosts and permissions are written to it, and
+// persistent messages routed to durable queues are journaled before they
+// are confirmed. Without one, everything lives in memory.
+//
+// Definition changes are serialised by Broker.defMu (taken before vhost.mu)
+// so that the synchronous store write happens with no vhost lock held and
+// publishers keep routing meanwhile.
+
+// bindingKey identifies a binding for its store record.
+type bindingKey struct {
+	source, dest string
+	destIsEx     bool
+	key, args    string
+}
+
+func encodeArgs(t amqp.Table) []byte {
+	if len(t) == 0 {
+		return nil
+	}
+	b, err := t.AppendTo(nil)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func decodeArgs(b []byte) amqp.Table {
+	if len(b) == 0 {
+		return nil
+	}
+	t, _, err := amqp.DecodeTable(b)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+func newBindingKey(b exchange.Binding, source string) bindingKey {
+	return bindingKey{
+		source:   source,
+		dest:     b.Destination.Name,
+		destIsEx: b.Destination.Kind == exchange.DestExchange,
+		key:      b.Key,
+		args:     string(encodeArgs(b.Args)),
+	}
+}
+
+// recover loads the definitions and the messages of durable queues. On a
+// store that holds no vhost and no user it creates the default ones.
+func (b *Broker) recover() error {
+	st := b.cfg.Store
+	if st == nil {
+		return nil
+	}
+	defs, err := st.LoadDefinitions()
+	if err != nil {
+		return fmt.Errorf("broker: loading definitions: %w", err)
+	}
+	if defs.Corrupt > 0 {
+		b.log.Warn("skipped corrupt definition records", zap.Int("count", defs.Corrupt))
+	}
+	if len(defs.VHosts) == 0 && len(defs.Users) == 0 {
+		return b.seedDefaults()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.vhosts)
+	clear(b.users)
+	for _, v := range defs.VHosts {
+		vh := newVHost(b, v.Name)
+		vh.storeID = v.ID
+		b.vhosts[v.Name] = vh
+	}
+	for _, u := range defs.Users {
+		b.users[u.Name] = &user{name: u.Name, hash: u.PasswordHash, algorithm: u.HashAlgorithm, tags: u.Tags, storeID: u.ID}
+	}
+	for _, ex := range defs.Exchanges {
+		v := b.vhosts[ex.VHost]
+		if v == nil {
+			continue
+		}
+		kind, ok := exchange.ParseKind(ex.Type)
+		if !ok {
+			b.log.Warn("skipped exchange of unknown type", zap.String("exchange", ex.Name), zap.String("type", ex.Type))
+			continue
+		}
+		v.exchanges[ex.Name] = &exchangeEntity{
+			name: ex.Name, kind: kind, durable: true, autoDelete: ex.AutoDelete, internal: ex.Internal,
+			args: decodeArgs(ex.Args), router: exchange.NewRouter(kind), storeID: ex.ID,
+		}
+	}
+	for _, q := range defs.Queues {
+		v := b.vhosts[q.VHost]
+		if v == nil || q.Exclusive {
+			// Exclusive queues die with their connection, and so with the node.
+			if err := b.dropQueueRecord(q.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		qe := &queueEntity{
+			name: q.Name, vhost: v, durable: true, autoDelete: q.AutoDelete,
+			args: decodeArgs(q.Args), q: queue.New(), storeID: q.ID,
+		}
+		v.queues[q.Name] = qe
+		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
+			qe.q.Restore(queue.Entry{
+				Msg: &queue.Message{
+					Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+					Header: m.Header, Body: m.Body, Persistent: true,
+				},
+				Seq:         seq,
+				Redelivered: m.Deliveries > 0,
+				Deliveries:  m.Deliveries,
+			})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("broker: recovering queue %q: %w", q.Name, err)
+		}
+		if stats.Corrupt > 0 {
+			b.log.Warn("skipped corrupt message records", zap.String("queue", q.Name), zap.Int("count", stats.Corrupt))
+		}
+		b.log.Debug("recovered queue", zap.String("queue", q.Name), zap.Int("messages", stats.Messages))
+	}
+	for _, bd := range defs.Bindings {
+		v := b.vhosts[bd.VHost]
+		if v == nil {
+			continue
+		}
+		src := v.exchanges[bd.Source]
+		kind := exchange.DestQueue
+		if bd.DestinationIsExchange {
+			kind = exchange.DestExchange
+		}
+		_, destOK := v.queues[bd.Destination]
+		if kind == exchange.DestExchange {
+			_, destOK = v.exchanges[bd.Destination]
+		}
+		if src == nil || !destOK {
+			_ = st.Delete(store.KindBinding, bd.ID)
+			continue
+		}
+		bn := exchange.Binding{Destination: exchange.Destination{Kind: kind, Name: bd.Destination}, Key: bd.RoutingKey, Args: decodeArgs(bd.Args)}
+		src.router.Bind(bn)
+		v.bindingIDs[newBindingKey(bn, bd.Source)] = bd.ID
+	}
+	for _, p := range defs.Permissions {
+		if u := b.users[p.User]; u != nil {
+			u.setPermission(p.VHost, permission{configure: p.Configure, write: p.Write, read: p.Read, storeID: p.ID})
+		}
+	}
+	return nil
+}
+
+func (b *Broker) dropQueueRecord(id uint64) error {
+	st := b.cfg.Store
+	if err := st.RemoveQueue(id); err != nil {
+		return err
+	}
+	if err := st.Delete(store.KindQueue, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// seedDefaults stores the default vhost and user of a new store.
+func (b *Broker) seedDefaults() error {
+	st := b.cfg.Store
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, v := range b.vhosts {
+		rec := &store.VHost{Name: v.name}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		v.storeID = rec.ID
+	}
+	for _, u := range b.users {
+		rec := &store.User{Name: u.name, PasswordHash: u.hash, HashAlgorithm: u.algorithm, Tags: u.tags}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		u.storeID = rec.ID
+		for vname, p := range u.perms {
+			prec := &store.Permission{User: u.name, VHost: vname, Configure: p.configure, Write: p.write, Read: p.read}
+			if _, err := st.Put(prec); err != nil {
+				return err
+			}
+			p.storeID = prec.ID
+			u.perms[vname] = p
+		}
+	}
+	return nil
+}
+
+// saveExchange records a durable exchange.
+func (b *Broker) saveExchange(v *vhost, ex *exchangeEntity) error {
+	st := b.cfg.Store
+	if st == nil || !ex.durable {
+		return nil
+	}
+	rec := &store.Exchange{VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: true,
+		AutoDelete: ex.autoDelete, Internal: ex.internal, Args: encodeArgs(ex.args)}
+	_, err := st.Put(rec)
+	ex.storeID = rec.ID
+	return err
+}
+
+// saveQueue records a durable queue.
+func (b *Broker) saveQueue(v *vhost, qe *queueEntity) error {
+	st := b.cfg.Store
+	if st == nil || !qe.durable {
+		return nil
+	}
+	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
+		AutoDelete: qe.autoDelete, Args: encodeArgs(qe.args), Type: "classic"}
+	_, err := st.Put(rec)
+	qe.storeID = rec.ID
+	return err
+}
+
+// forgetExchange deletes the record of ex, if it has one.
+func (b *Broker) forgetExchange(ex *exchangeEntity) {
+	if st := b.cfg.Store; st != nil && ex.storeID != 0 {
+		if err := st.Delete(store.KindExchange, ex.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			b.log.Error("deleting exchange record", zap.String("exchange", ex.name), zap.Error(err))
+		}
+	}
+}
+
+// forgetQueue deletes the record and the messages of qe.
+func (b *Broker) forgetQueue(qe *queueEntity) {
+	if b.cfg.Store != nil && qe.storeID != 0 {
+		if err := b.dropQueueRecord(qe.storeID); err != nil {
+			b.log.Error("deleting queue record", zap.String("queue", qe.name), zap.Error(err))
+		}
+	}
+}
+
+// saveBinding records a binding between durable ends.
+func (b *Broker) saveBinding(v *vhost, source string, bn exchange.Binding, durable bool) {
+	st := b.cfg.Store
+	if st == nil || !durable {
+		return
+	}
+	k := newBindingKey(bn, source)
+	v.bindMu.Lock()
+	defer v.bindMu.Unlock()
+	if _, ok := v.bindingIDs[k]; ok {
+		return
+	}
+	rec := &store.Binding{VHost: v.name, Source: source, Destination: bn.Destination.Name,
+		DestinationIsExchange: bn.Destination.Kind == exchange.DestExchange, RoutingKey: bn.Key, Args: encodeArgs(bn.Args)}
+	if _, err := st.Put(rec); err != nil {
+		b.log.Error("saving binding", zap.Error(err))
+		return
+	}
+	v.bindingIDs[k] = rec.ID
+}
+
+// forgetBindings deletes the records of the bindings match selects.
+func (b *Broker) forgetBindings(v *vhost, match func(bindingKey) bool) {
+	st := b.cfg.Store
+	if st == nil {
+		return
+	}
+	v.bindMu.Lock()
+	defer v.bindMu.Unlock()
+	for k, id := range v.bindingIDs {
+		if match(k) {
+			if err := st.Delete(store.KindBinding, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				b.log.Error("deleting binding record", zap.Error(err))
+			}
+			delete(v.bindingIDs, k)
+		}
+	}
+}
+
+// journal writes a persistent message bound for a durable queue; done
+// runs once it is on disk. Hold qe.mu (journal order = queue order).
+func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, done func(error)) bool {
+	st := b.cfg.Store
+	if st == nil || !qe.durable || !msg.Persistent {
+		return false
+	}
+	st.Append(qe.storeID, seq, &store.Message{
+		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, Header: msg.Header, Body: msg.Body,
+	}, done)
+	return true
+}
+
+// unjournal removes a settled message's record.
+func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
+	if st := b.cfg.Store; st != nil && qe.durable && e.Msg.Persistent {
+		st.Remove(qe.storeID, e.Seq)
+	}
+}
+
+// markDelivered records the first delivery of a journaled message, so a
+// restart reports it redelivered. Hold qe.mu.
+func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
+	if st := b.cfg.Store; st != nil && qe.durable && e.Msg.Persistent && e.Deliveries == 1 {
+		st.MarkDelivered(qe.storeID, e.Seq, e.Deliveries)
+	}
+}
+
+// journalDelivery records a delivery of a journaled message: a no-ack
+// delivery settles it, a first delivery marks it. Hold qe.mu.
+func (qe *queueEntity) journalDelivery(noAck bool, e queue.Entry) {
+	b := qe.vhost.b
+	if b.cfg.Store == nil || !qe.durable || !e.Msg.Persistent {
+		return
+	}
+	if noAck {
+		b.unjournal(qe, e)
+	} else {
+		b.markDelivered(qe, e)
+	}
+}
