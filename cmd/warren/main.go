@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/warrenmq/warren/broker"
+	"github.com/warrenmq/warren/store"
 )
 
 func main() {
@@ -37,7 +38,7 @@ func newApp() *cli.App {
 		Version:  broker.Version,
 		Flags:    serverFlags(),
 		Action:   runServer,
-		Commands: []*cli.Command{server},
+		Commands: []*cli.Command{server, benchCommand()},
 	}
 }
 
@@ -53,6 +54,7 @@ func serverFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "max-message-size", Value: 128 << 20, EnvVars: []string{"WARREN_MAX_MESSAGE_SIZE"}, Usage: "largest message body accepted, in bytes"},
 		&cli.StringFlag{Name: "default-user", Value: "guest", EnvVars: []string{"WARREN_DEFAULT_USER"}, Usage: "user created at first start"},
 		&cli.StringFlag{Name: "default-pass", Value: "guest", EnvVars: []string{"WARREN_DEFAULT_PASS"}, Usage: "password of the default user"},
+		&cli.StringFlag{Name: "pprof-addr", EnvVars: []string{"WARREN_PPROF_ADDR"}, Usage: "serve net/http/pprof on this address (empty = off)"},
 	}
 }
 
@@ -85,7 +87,17 @@ func runServer(cc *cli.Context) error {
 	if hb == 0 {
 		hb = -1
 	}
+	st, err := store.Open(store.Config{Dir: cc.String("data-dir"), Logger: log})
+	if err != nil {
+		return fmt.Errorf("opening data dir: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing store", zap.Error(err))
+		}
+	}()
 	b, err := broker.New(broker.Config{
+		Store:          st,
 		AMQPAddr:       cc.String("amqp-addr"),
 		FrameMax:       uint32(cc.Uint("frame-max")),
 		ChannelMax:     uint16(cc.Uint("channel-max")),
@@ -97,6 +109,13 @@ func runServer(cc *cli.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if addr := cc.String("pprof-addr"); addr != "" {
+		stopPprof, err := startPprof(addr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
 	}
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

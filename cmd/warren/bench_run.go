@@ -1,0 +1,533 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// benchStopGrace is how long producers get to return once stopped; it
+// exceeds the 5 s they spend collecting outstanding confirms.
+const benchStopGrace = 10 * time.Second
+
+// waitGroupTimeout waits for wg for at most d and reports whether it is done.
+// If not, the helper goroutine lives until wg is done.
+func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// benchMinSize is the smallest body: an 8-byte send timestamp (UnixNano)
+// and an 8-byte sequence number, both big-endian.
+const benchMinSize = 16
+
+// benchConfig is one load run, filled from the bench command's flags.
+type benchConfig struct {
+	URI           string
+	Producers     int
+	Consumers     int
+	Queues        int
+	QueuePattern  string // fmt pattern with %d, or a plain name for one queue
+	Size          int
+	Exchange      string // "" = warren-bench-<type>; "amq.default" = the default exchange
+	ExchangeType  string
+	RoutingKey    string
+	TopicBindings int // decoy topic bindings per queue
+	Confirm       int // outstanding publisher-confirm window; 0 = no confirms
+	AutoAck       bool
+	MultiAck      int // ack with multiple=true every MultiAck deliveries
+	Prefetch      int
+	Persistent    bool
+	Rate          float64 // per producer, msgs/s; 0 = unlimited
+	QueueArgs     amqp.Table
+	Connections   int // producers and consumers share this many; 0 = one each
+	Duration      time.Duration
+	PMessages     int64 // per producer; 0 = until Duration
+	Predeclared   bool
+	AutoDelete    bool
+	// ConnectOnly > 0 opens that many connections with a channel each,
+	// holds them for Duration and does nothing else.
+	ConnectOnly        int
+	ConnectParallelism int
+	// Out receives the per-second lines; nil discards them.
+	Out io.Writer
+}
+
+func (cfg *benchConfig) validate() error {
+	switch {
+	case cfg.ConnectOnly < 0:
+		return fmt.Errorf("--connect-only %d: want >= 0", cfg.ConnectOnly)
+	case cfg.ConnectOnly > 0:
+		return nil
+	case cfg.Producers < 0 || cfg.Consumers < 0:
+		return errors.New("--producers and --consumers must be >= 0")
+	case cfg.Producers == 0 && cfg.Consumers == 0:
+		return errors.New("nothing to do: no producers and no consumers")
+	case cfg.Size < benchMinSize:
+		return fmt.Errorf("--size %d: want at least %d (timestamp and sequence)", cfg.Size, benchMinSize)
+	case cfg.Confirm < 0 || cfg.MultiAck < 0 || cfg.Prefetch < 0 || cfg.Rate < 0 || cfg.PMessages < 0 || cfg.Connections < 0 || cfg.TopicBindings < 0:
+		return errors.New("--confirm, --multi-ack, --prefetch, --rate, --pmessages, --connections and --topic-bindings must be >= 0")
+	case cfg.Prefetch > 65535:
+		return fmt.Errorf("--prefetch %d: the protocol allows at most 65535", cfg.Prefetch)
+	case cfg.MultiAck > 0 && cfg.AutoAck:
+		return errors.New("--multi-ack has no effect with --autoack")
+	case cfg.MultiAck > 0 && cfg.Prefetch > 0 && cfg.MultiAck > cfg.Prefetch:
+		return fmt.Errorf("--multi-ack %d above --prefetch %d would stall the consumers", cfg.MultiAck, cfg.Prefetch)
+	}
+	return nil
+}
+
+// benchResult is what a run measured.
+type benchResult struct {
+	Sent, Received    uint64
+	Confirmed, Nacked uint64
+	SendRate          float64 // msgs/s over the producers' running time
+	ReceiveRate       float64 // deliveries/s from start to the last delivery
+	Min, Max          time.Duration
+	P50, P95, P99     time.Duration
+	P999              time.Duration
+	Duration          time.Duration // of the load phase
+	Connect           time.Duration // to open every connection and channel
+	Connections       int
+	Failures          uint64
+	QueueDepth        int64  // ready messages when the producers stopped; -1 unknown
+	Samples           uint64 // latencies recorded
+	FirstFailure      error  // the first of Failures, if any
+}
+
+// benchProducer and benchConsumer are owned by their goroutine; the atomics
+// are read by the reporter. Padding keeps workers off each other's cache
+// lines.
+type benchProducer struct {
+	sent, confirmed, nacked atomic.Uint64
+	_                       [40]byte
+	ch                      *amqp.Channel
+	route                   benchRoute
+}
+
+type benchConsumer struct {
+	received atomic.Uint64
+	last     atomic.Int64 // UnixNano of the latest delivery
+	_        [48]byte
+	ch       *amqp.Channel
+	queue    string
+	hist     latencyHist
+}
+
+// benchRun holds the state shared by one run's goroutines.
+type benchRun struct {
+	cfg       *benchConfig
+	topo      *benchTopology
+	producers []*benchProducer
+	consumers []*benchConsumer
+	start     time.Time
+
+	stopProducers chan struct{} // closed to stop producing
+	stopping      atomic.Bool   // set with stopProducers; checked per publish
+	consumersDone atomic.Bool   // set before consumer channels are closed
+	forced        atomic.Bool   // connections were closed under blocked producers
+	producing     atomic.Int64  // producers still running
+	producedEnd   atomic.Int64  // UnixNano when the last producer returned
+	failures      atomic.Uint64
+	errMu         sync.Mutex
+	firstErr      error // first runtime failure, for the summary
+}
+
+func (r *benchRun) fail(err error) {
+	r.failures.Add(1)
+	r.errMu.Lock()
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.errMu.Unlock()
+}
+
+func benchDial(uri, name string) (*amqp.Connection, error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(name)
+	return amqp.DialConfig(uri, amqp.Config{Properties: props, Locale: "en_US"})
+}
+
+// runBench runs the load described by cfg until its duration or message
+// count is reached or ctx is cancelled, and returns what it measured. It
+// prints one line per second to cfg.Out.
+func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
+	if err := cfg.validate(); err != nil {
+		return benchResult{}, err
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.ConnectOnly > 0 {
+		return runConnectOnly(ctx, &cfg)
+	}
+	topo, err := planTopology(&cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	r := &benchRun{cfg: &cfg, topo: topo, stopProducers: make(chan struct{})}
+
+	admin, err := benchDial(cfg.URI, "warren-bench-admin")
+	if err != nil {
+		return benchResult{}, fmt.Errorf("connect: %w", err)
+	}
+	defer func() { _ = admin.Close() }()
+	ach, err := admin.Channel()
+	if err != nil {
+		return benchResult{}, fmt.Errorf("open channel: %w", err)
+	}
+	if err := topo.declare(ach, &cfg); err != nil {
+		return benchResult{}, err
+	}
+	_ = ach.Close()
+	defer topo.teardown(admin, &cfg)
+
+	connStart := time.Now()
+	conns, err := r.open()
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	if err != nil {
+		return benchResult{}, err
+	}
+	res := benchResult{Connect: time.Since(connStart), Connections: len(conns) + 1, QueueDepth: -1}
+
+	var consumersWG, producersWG sync.WaitGroup
+	r.start = time.Now()
+	for _, c := range r.consumers {
+		deliveries, err := c.ch.Consume(c.queue, "", cfg.AutoAck, false, false, false, nil)
+		if err != nil {
+			r.stopConsumers(&consumersWG)
+			return benchResult{}, fmt.Errorf("consume %q: %w", c.queue, err)
+		}
+		consumersWG.Go(func() { r.consume(c, deliveries) })
+	}
+	r.producing.Store(int64(len(r.producers)))
+	for _, p := range r.producers {
+		producersWG.Go(func() { r.produce(p) })
+	}
+	rep := newBenchReporter(r)
+	reporterDone := make(chan struct{})
+	stopReporter := make(chan struct{})
+	go func() { defer close(reporterDone); rep.loop(stopReporter) }()
+
+	r.wait(ctx)
+	r.stopping.Store(true)
+	close(r.stopProducers)
+	if !waitGroupTimeout(&producersWG, benchStopGrace) {
+		// A publish is stuck on a broker that stopped reading (flow control,
+		// an alarm): fail the sockets so the producers return.
+		r.fail(fmt.Errorf("producers still blocked %v after the stop; connections closed", benchStopGrace))
+		r.forced.Store(true)
+		for _, c := range conns {
+			_ = c.CloseDeadline(time.Now())
+		}
+		producersWG.Wait()
+	}
+	end := time.Now()
+	if len(r.producers) > 0 {
+		res.QueueDepth = topo.depth(admin)
+	}
+	r.stopConsumers(&consumersWG)
+	close(stopReporter)
+	<-reporterDone
+	rep.flush()
+
+	for _, p := range r.producers {
+		res.Sent += p.sent.Load()
+		res.Confirmed += p.confirmed.Load()
+		res.Nacked += p.nacked.Load()
+	}
+	var lastRecv int64
+	for _, c := range r.consumers {
+		res.Received += c.received.Load()
+		lastRecv = max(lastRecv, c.last.Load())
+	}
+	res.Duration = end.Sub(r.start)
+	if pe := r.producedEnd.Load(); pe > 0 {
+		if d := time.Duration(pe - r.start.UnixNano()); d > 0 {
+			res.SendRate = float64(res.Sent) / d.Seconds()
+		}
+	}
+	if d := time.Duration(lastRecv - r.start.UnixNano()); lastRecv > 0 && d > 0 {
+		res.ReceiveRate = float64(res.Received) / d.Seconds()
+	}
+	h := &rep.total
+	res.Samples = h.n
+	res.Min, res.Max = h.min(), h.max()
+	res.P50, res.P95, res.P99, res.P999 = h.quantile(0.50), h.quantile(0.95), h.quantile(0.99), h.quantile(0.999)
+	res.Failures = r.failures.Load()
+	r.errMu.Lock()
+	res.FirstFailure = r.firstErr
+	r.errMu.Unlock()
+	return res, nil
+}
+
+// open dials the connections and opens one channel per producer and
+// consumer, set up (confirm mode, qos) but not yet running. The returned
+// connections are to be closed by the caller even on error.
+func (r *benchRun) open() ([]*amqp.Connection, error) {
+	cfg := r.cfg
+	workers := cfg.Producers + cfg.Consumers
+	n := cfg.Connections
+	if n == 0 || n > workers {
+		n = workers
+	}
+	conns := make([]*amqp.Connection, 0, n)
+	for i := range n {
+		c, err := benchDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i))
+		if err != nil {
+			return conns, fmt.Errorf("connect: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	for w := range workers {
+		ch, err := conns[w%n].Channel()
+		if err != nil {
+			return conns, fmt.Errorf("open channel: %w", err)
+		}
+		if w < cfg.Producers {
+			p := &benchProducer{ch: ch, route: r.topo.routes[w]}
+			if cfg.Confirm > 0 {
+				if err := ch.Confirm(false); err != nil {
+					return conns, fmt.Errorf("confirm.select: %w", err)
+				}
+			}
+			r.producers = append(r.producers, p)
+			continue
+		}
+		if cfg.Prefetch > 0 {
+			if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
+				return conns, fmt.Errorf("basic.qos: %w", err)
+			}
+		}
+		q := r.topo.queues[(w-cfg.Producers)%len(r.topo.queues)]
+		r.consumers = append(r.consumers, &benchConsumer{ch: ch, queue: q})
+	}
+	return conns, nil
+}
+
+// wait returns when the run is over: ctx is done, the duration has passed,
+// or (with --pmessages) the producers are done and the consumers have
+// received what they will.
+func (r *benchRun) wait(ctx context.Context) {
+	var deadline <-chan time.Time
+	if r.cfg.Duration > 0 {
+		t := time.NewTimer(r.cfg.Duration)
+		defer t.Stop()
+		deadline = t.C
+	}
+	if r.cfg.PMessages == 0 {
+		select {
+		case <-ctx.Done():
+		case <-deadline:
+		}
+		return
+	}
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	const idle = time.Second // no delivery for this long after the producers finish: done
+	var lastCount uint64
+	lastChange := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			return
+		case <-poll.C:
+		}
+		if r.producing.Load() > 0 {
+			continue
+		}
+		if len(r.consumers) == 0 {
+			return
+		}
+		var got uint64
+		for _, c := range r.consumers {
+			got += c.received.Load()
+		}
+		if want, known := r.expected(); known && got >= want {
+			return
+		}
+		if got != lastCount {
+			lastCount, lastChange = got, time.Now()
+		} else if time.Since(lastChange) > idle {
+			return
+		}
+	}
+}
+
+// expected returns how many deliveries the consumers should receive for
+// what has been sent, when the topology is known.
+func (r *benchRun) expected() (uint64, bool) {
+	consumed := make(map[string]bool, len(r.consumers))
+	for _, c := range r.consumers {
+		consumed[c.queue] = true
+	}
+	var n uint64
+	for _, p := range r.producers {
+		if p.route.dests == nil {
+			return 0, false
+		}
+		copies := 0
+		for _, q := range p.route.dests {
+			if consumed[r.topo.queues[q]] {
+				copies++
+			}
+		}
+		n += p.sent.Load() * uint64(copies)
+	}
+	return n, true
+}
+
+// stopConsumers closes the consumers' channels, which ends their delivery
+// loops, and waits for them.
+func (r *benchRun) stopConsumers(wg *sync.WaitGroup) {
+	r.consumersDone.Store(true)
+	for _, c := range r.consumers {
+		_ = c.ch.Close()
+	}
+	wg.Wait()
+}
+
+// produce publishes from one reused body until stopped or PMessages are
+// sent. The first 16 bytes are rewritten in place for each message.
+func (r *benchRun) produce(p *benchProducer) {
+	cfg := r.cfg
+	defer func() {
+		if r.producing.Add(-1) == 0 {
+			r.producedEnd.Store(time.Now().UnixNano())
+		}
+	}()
+	body := make([]byte, cfg.Size)
+	msg := amqp.Publishing{Body: body, Headers: p.route.headers, DeliveryMode: amqp.Transient}
+	if cfg.Persistent {
+		msg.DeliveryMode = amqp.Persistent
+	}
+	var confirms chan amqp.Confirmation
+	if cfg.Confirm > 0 {
+		confirms = p.ch.NotifyPublish(make(chan amqp.Confirmation, cfg.Confirm+1))
+	}
+	outstanding := 0
+	settle := func(c amqp.Confirmation) {
+		outstanding--
+		if c.Ack {
+			p.confirmed.Add(1)
+		} else {
+			p.nacked.Add(1)
+		}
+	}
+	var pace *time.Timer
+	if cfg.Rate > 0 {
+		pace = time.NewTimer(time.Hour)
+		defer pace.Stop()
+	}
+	start := time.Now()
+	var seq uint64
+	for !r.stopping.Load() && (cfg.PMessages == 0 || seq < uint64(cfg.PMessages)) {
+		if pace != nil {
+			due := start.Add(time.Duration(float64(seq) * float64(time.Second) / cfg.Rate))
+			if d := time.Until(due); d > 0 {
+				pace.Reset(d)
+				select {
+				case <-pace.C:
+				case <-r.stopProducers:
+					continue
+				}
+			}
+		}
+		for confirms != nil && outstanding >= cfg.Confirm {
+			select {
+			case c, ok := <-confirms:
+				if !ok {
+					r.fail(errors.New("producer: channel closed while awaiting confirms"))
+					return
+				}
+				settle(c)
+			case <-r.stopProducers:
+			}
+			if r.stopping.Load() {
+				break
+			}
+		}
+		if r.stopping.Load() {
+			break
+		}
+		binary.BigEndian.PutUint64(body[0:8], uint64(time.Now().UnixNano()))
+		binary.BigEndian.PutUint64(body[8:16], seq)
+		if err := p.ch.Publish(r.topo.exchange, p.route.key, false, false, msg); err != nil {
+			if !r.forced.Load() {
+				r.fail(fmt.Errorf("publish: %w", err))
+			}
+			return
+		}
+		seq++
+		outstanding++
+		p.sent.Add(1)
+	}
+	// Collect the confirms still outstanding, for a bounded time.
+	if confirms == nil || outstanding == 0 {
+		return
+	}
+	grace := time.NewTimer(5 * time.Second)
+	defer grace.Stop()
+	for outstanding > 0 {
+		select {
+		case c, ok := <-confirms:
+			if !ok {
+				return
+			}
+			settle(c)
+		case <-grace.C:
+			return
+		}
+	}
+}
+
+// consume records the latency of each delivery from the timestamp in its
+// body and acknowledges as configured, until its channel is closed.
+func (r *benchRun) consume(c *benchConsumer, deliveries <-chan amqp.Delivery) {
+	cfg := r.cfg
+	var unacked int
+	for d := range deliveries {
+		now := time.Now().UnixNano()
+		if len(d.Body) >= benchMinSize {
+			c.hist.record(now - int64(binary.BigEndian.Uint64(d.Body)))
+		}
+		c.last.Store(now)
+		c.received.Add(1)
+		if cfg.AutoAck {
+			continue
+		}
+		if cfg.MultiAck > 1 {
+			if unacked++; unacked < cfg.MultiAck {
+				continue
+			}
+			unacked = 0
+			_ = d.Ack(true)
+			continue
+		}
+		_ = d.Ack(false)
+	}
+	if !r.consumersDone.Load() {
+		r.fail(fmt.Errorf("consumer of %q: channel closed by the broker", c.queue))
+	}
+}
