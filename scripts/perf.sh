@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Warren against RabbitMQ, side by side, with `warren bench`.
+#
+# Builds warren, starts it on 127.0.0.1:5682 and a private RabbitMQ node
+# (Debian's rabbitmq-server, installed if missing; no plugins) on
+# 127.0.0.1:5692, runs each scenario RUNS times alternating which broker goes
+# first, and prints the medians as a markdown table. Both brokers are started
+# fresh for every round and stopped, with all temp dirs removed, on exit.
+# Nothing but 127.0.0.1 is contacted.
+#
+#   SECONDS_PER_RUN=10 RUNS=3 CONNECTIONS=1000 bash scripts/perf.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+S=${SECONDS_PER_RUN:-10}
+RUNS=${RUNS:-3}
+NCONN=${CONNECTIONS:-1000}
+WARREN_PORT=${WARREN_PORT:-5682}
+RABBIT_PORT=${RABBIT_PORT:-5692}
+RABBIT_DIST_PORT=${RABBIT_DIST_PORT:-25692}
+EPMD_PORT=${EPMD_PORT:-4392} # a private epmd, so the one we start is ours to stop
+NODE=warrenperf@localhost
+RMQ=/usr/lib/rabbitmq/bin
+
+log() { printf '[perf %4ds] %s\n' "$SECONDS" "$*" >&2; }
+now_ns() { date +%s%N; }
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to install: $*" >&2; return 1; fi
+}
+
+if [ ! -x "$RMQ/rabbitmq-server" ]; then
+  log "installing rabbitmq-server"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+  # The package starts the system node; this script runs its own.
+  as_root systemctl disable --now rabbitmq-server >/dev/null 2>&1 || true
+fi
+for p in "$WARREN_PORT" "$RABBIT_PORT" "$RABBIT_DIST_PORT" "$EPMD_PORT"; do
+  if port_open "$p"; then echo "port $p on 127.0.0.1 is in use" >&2; exit 1; fi
+done
+
+TMP=$(mktemp -d /tmp/warren-perf.XXXXXX)
+WARREN_PID='' RABBIT_SH_PID='' RABBIT_PID=''
+
+rabbit_env() {
+  env HOME="$TMP/rabbit/home" \
+    RABBITMQ_NODENAME=$NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$RABBIT_PORT" \
+    RABBITMQ_DIST_PORT="$RABBIT_DIST_PORT" RABBITMQ_MNESIA_BASE="$TMP/rabbit/mnesia" \
+    RABBITMQ_LOG_BASE="$TMP/rabbit/log" RABBITMQ_ENABLED_PLUGINS_FILE="$TMP/rabbit/enabled_plugins" \
+    RABBITMQ_CONF_ENV_FILE="$TMP/rabbit/rabbitmq-env.conf" RABBITMQ_CONFIG_FILE="$TMP/rabbit/rabbitmq" \
+    RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+    RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+    ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT="$EPMD_PORT" "$@"
+}
+# ctl SECONDS ARGS...: the node's rabbitmqctl, with a time limit. Always this,
+# never a bare rabbitmqctl: the system one would address the system node.
+ctl() { local t=$1; shift; rabbit_env timeout "$t" "$RMQ/rabbitmqctl" -n $NODE "$@"; }
+
+stop_warren() {
+  [ -n "$WARREN_PID" ] || return 0
+  kill -TERM "$WARREN_PID" 2>/dev/null || true
+  wait "$WARREN_PID" 2>/dev/null || true
+  WARREN_PID=''
+}
+
+stop_rabbit() {
+  [ -n "$RABBIT_SH_PID" ] || return 0
+  ctl 60 stop >/dev/null 2>&1 || kill -TERM "$RABBIT_SH_PID" 2>/dev/null || true
+  for _ in $(seq 300); do
+    { [ -n "$RABBIT_PID" ] && [ -d "/proc/$RABBIT_PID" ]; } || kill -0 "$RABBIT_SH_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -z "$RABBIT_PID" ] || [ ! -d "/proc/$RABBIT_PID" ] || kill -KILL "$RABBIT_PID" 2>/dev/null || true
+  kill -TERM "$RABBIT_SH_PID" 2>/dev/null || true
+  wait "$RABBIT_SH_PID" 2>/dev/null || true
+  RABBIT_SH_PID='' RABBIT_PID=''
+  # epmd outlives the node; ours listens on a port of its own, and refuses
+  # to stop while a node (the server or a CLI) is still registered.
+  for _ in $(seq 50); do
+    epmd -port "$EPMD_PORT" -kill >/dev/null 2>&1 || true
+    port_open "$EPMD_PORT" || break
+    sleep 0.1
+  done
+}
+
+cleanup() {
+  set +e
+  [ -z "${BENCH_PID:-}" ] || kill -TERM "$BENCH_PID" 2>/dev/null
+  stop_warren
+  stop_rabbit
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "building warren"
+CGO_ENABLED=0 go build -trimpath -o "$TMP/warren" ./cmd/warren
+W="$TMP/warren"
+
+# wait_port PORT PID: poll until PORT accepts a connection; prints the ms since
+# START_NS.
+wait_port() {
+  for _ in $(seq 60000); do
+    if port_open "$1"; then echo $((($(now_ns) - START_NS) / 1000000)); return 0; fi
+    kill -0 "$2" 2>/dev/null || { echo "broker exited during startup" >&2; return 1; }
+    sleep 0.001
+  done
+  echo "port $1 never opened" >&2; return 1
+}
+
+start_warren() {
+  rm -rf "$TMP/warren-data"
+  START_NS=$(now_ns)
+  "$W" --amqp-addr "127.0.0.1:$WARREN_PORT" --data-dir "$TMP/warren-data" --log-level warn >>"$TMP/warren.log" 2>&1 &
+  WARREN_PID=$!
+  WARREN_START_MS=$(wait_port "$WARREN_PORT" "$WARREN_PID")
+}
+
+start_rabbit() {
+  rm -rf "$TMP/rabbit"
+  mkdir -p "$TMP/rabbit/home" "$TMP/rabbit/mnesia" "$TMP/rabbit/log"
+  echo '[].' >"$TMP/rabbit/enabled_plugins"
+  : >"$TMP/rabbit/rabbitmq-env.conf"
+  : >"$TMP/rabbit/rabbitmq.conf"
+  START_NS=$(now_ns)
+  rabbit_env "$RMQ/rabbitmq-server" >>"$TMP/rabbit.out" 2>&1 &
+  RABBIT_SH_PID=$!
+  RABBIT_START_MS=$(wait_port "$RABBIT_PORT" "$RABBIT_SH_PID")
+  ctl 120 await_startup >/dev/null
+  RABBIT_PID=$(ctl 30 eval 'os:getpid().' | tr -dc '0-9')
+  [ -n "$RABBIT_PID" ] && [ -d "/proc/$RABBIT_PID" ] || { echo "rabbitmq did not start" >&2; cat "$TMP/rabbit.out" >&2; exit 1; }
+}
+
+uri() { if [ "$1" = rabbit ]; then echo "amqp://guest:guest@127.0.0.1:$RABBIT_PORT"; else echo "amqp://guest:guest@127.0.0.1:$WARREN_PORT"; fi; }
+pid_of() { if [ "$1" = rabbit ]; then echo "$RABBIT_PID"; else echo "$WARREN_PID"; fi; }
+
+# jf JSON FIELD: one numeric field of a bench --json line (flat, numbers only).
+jf() { grep -o "\"$2\":[^,}]*" <<<"$1" | head -n 1 | cut -d: -f2; }
+
+declare -A R # R[metric/broker] = space-separated values, one per round
+add() { R["$1/$2"]="${R["$1/$2"]:-} $3"; }
+
+# bench BROKER ARGS...: one run; prints the --json line.
+bench() {
+  local b=$1; shift
+  local out
+  out=$(timeout $((S + 120)) "$W" bench --uri "$(uri "$b")" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
+  if [ -z "$out" ]; then echo "bench failed against $b: $*" >&2; tail -n 5 "$TMP/bench-$b.log" >&2; exit 1; fi
+  local f; f=$(jf "$out" failures)
+  [ "$f" = 0 ] || log "$b: $f failures in: $*"
+  echo "$out"
+}
+
+sc1() {
+  local j
+  j=$(bench "$1" -x 1 -y 1 -s 16 --autoack --duration "${S}s")
+  add s1 "$1" "$(jf "$j" receive_rate)"
+  add s1backlog "$1" "$(($(jf "$j" sent) - $(jf "$j" received)))"
+  add s1depth "$1" "$(jf "$j" queue_depth)"
+}
+
+sc2() {
+  local j
+  j=$(bench "$1" -x 1 -y 1 -s 4096 --autoack --duration "${S}s")
+  add s2 "$1" "$(jf "$j" receive_rate)"
+  add s2backlog "$1" "$(($(jf "$j" sent) - $(jf "$j" received)))"
+}
+
+sc3() {
+  local j
+  j=$(bench "$1" -x 1 -y 10 --queues 10 --exchange-type fanout --autoack --duration "${S}s")
+  add s3 "$1" "$(jf "$j" receive_rate)"
+}
+
+sc4() { # one real binding plus 999 decoys that no publish matches
+  local j
+  j=$(bench "$1" -x 1 -y 1 --exchange-type topic --topic-bindings 999 --autoack --duration "${S}s")
+  add s4 "$1" "$(jf "$j" send_rate)"
+  add s4rx "$1" "$(jf "$j" receive_rate)"
+}
+
+sc5() {
+  local j
+  j=$(bench "$1" -x 1 -y 1 --rate 1000 --prefetch 100 --duration "${S}s")
+  add s5p50 "$1" "$(jf "$j" p50_us)"
+  add s5 "$1" "$(jf "$j" p99_us)"
+}
+
+sc6() { # open NCONN connections, sample the broker's RSS while they are held
+  local b=$1 j pid before during hold=$((S > 3 ? S : 3))
+  pid=$(pid_of "$b")
+  before=$(rss_kb "$pid")
+  : >"$TMP/conn.err"
+  timeout $((hold + 300)) "$W" bench --uri "$(uri "$b")" --json --connect-only "$NCONN" --duration "${hold}s" \
+    >"$TMP/conn.json" 2>"$TMP/conn.err" &
+  BENCH_PID=$!
+  until grep -q 'connections open' "$TMP/conn.err"; do
+    kill -0 "$BENCH_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep 1 # let the broker settle before sampling
+  during=$(rss_kb "$pid")
+  wait "$BENCH_PID" || true
+  BENCH_PID=''
+  j=$(tail -n 1 "$TMP/conn.json")
+  [ -n "$j" ] || { echo "connect-only run failed against $b" >&2; cat "$TMP/conn.err" >&2; exit 1; }
+  add s6open "$b" "$(jf "$j" connect_ms)"
+  add s6rss "$b" "$(awk -v a="$before" -v b="$during" -v n="$NCONN" 'BEGIN {printf "%.1f", (b - a) / n}')"
+  add s6fail "$b" "$(jf "$j" failures)"
+}
+
+for round in $(seq "$RUNS"); do
+  log "round $round/$RUNS: starting brokers"
+  start_rabbit
+  start_warren
+  sleep 1
+  add s7rss rabbit "$(awk -v k="$(rss_kb "$RABBIT_PID")" 'BEGIN {printf "%.1f", k / 1024}')"
+  add s7rss warren "$(awk -v k="$(rss_kb "$WARREN_PID")" 'BEGIN {printf "%.1f", k / 1024}')"
+  add s7start rabbit "$RABBIT_START_MS"
+  add s7start warren "$WARREN_START_MS"
+  # Alternate: each scenario runs on both brokers back to back, and which
+  # goes first flips every round. Connections go first, on fresh brokers, so
+  # heap kept from earlier scenarios does not hide the RSS growth.
+  if [ $((round % 2)) -eq 1 ]; then order="rabbit warren"; else order="warren rabbit"; fi
+  for sc in sc6 sc1 sc2 sc3 sc4 sc5; do
+    for b in $order; do
+      log "round $round/$RUNS: $sc on $b"
+      "$sc" "$b"
+    done
+  done
+  stop_warren
+  stop_rabbit
+done
+
+median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+fmt() { awk -v v="$1" 'BEGIN { if (v == int(v)) printf "%d", v; else if (v >= 1000) printf "%.0f", v; else printf "%.1f", v }'; }
+ratio() { awk -v r="$1" -v w="$2" 'BEGIN { if (r == 0) print "—"; else if (w / r < 0.1) printf "%.2g", w / r; else printf "%.2f", w / r }'; }
+
+row() { # row KEY LABEL [noratio]
+  local r w
+  r=$(median "${R["$1/rabbit"]}")
+  w=$(median "${R["$1/warren"]}")
+  if [ "${3:-}" = noratio ]; then
+    printf '| %s | %s | %s | — |\n' "$2" "$(fmt "$r")" "$(fmt "$w")"
+  else
+    printf '| %s | %s | %s | %s |\n' "$2" "$(fmt "$r")" "$(fmt "$w")" "$(ratio "$r" "$w")"
+  fi
+}
+
+echo
+echo "Medians of $RUNS runs, ${S}s each, $(nproc) CPUs, $(date -u +%Y-%m-%d). RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), Warren $("$W" --version | awk '{print $NF}')."
+echo "Ratio = Warren / RabbitMQ (above 1 is better for rates, worse for latency, time and memory)."
+echo
+echo "| scenario | RabbitMQ | Warren | ratio |"
+echo "| --- | ---: | ---: | ---: |"
+row s1 "1. 1 producer → 1 consumer, 16 B, transient, autoack: received msg/s"
+row s1backlog "1. … sent − received at stop (in flight or queued)" noratio
+row s1depth "1. … queue depth at stop (passive declare)" noratio
+row s2 "2. same, 4 KiB bodies: received msg/s"
+row s2backlog "2. … sent − received at stop" noratio
+row s3 "3. fanout to 10 queues, 10 consumers: deliveries/s (sum)"
+row s4 "4. topic exchange, 1,000 bindings: routed publishes/s"
+row s4rx "4. … received msg/s"
+row s5 "5. 1,000 msg/s, manual ack, prefetch 100: p99 latency µs"
+row s5p50 "5. … p50 latency µs"
+row s6open "6. $NCONN connections + channel each: time to open, ms"
+row s6rss "6. … broker RSS per connection, KiB"
+row s6fail "6. … failures" noratio
+row s7rss "7. idle broker RSS after start, MiB"
+row s7start "7. start to first accepted TCP connection, ms"
