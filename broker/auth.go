@@ -82,11 +82,16 @@ func decodeBareTable(b []byte) (amqp.Table, error) {
 func (b *Broker) authenticate(username, password string) *user {
 	b.mu.Lock()
 	u := b.users[username]
+	var algorithm string
+	var hash []byte
+	if u != nil {
+		algorithm, hash = u.algorithm, u.hash
+	}
 	b.mu.Unlock()
 	if u == nil {
 		return nil
 	}
-	if !CheckPassword(u.algorithm, u.hash, password) {
+	if !CheckPassword(algorithm, hash, password) {
 		return nil
 	}
 	return u

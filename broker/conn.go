@@ -39,12 +39,15 @@ type conn struct {
 	dec amqp.MethodDecoder
 	out *outbound
 
-	channelMax  uint16
-	frameMax    uint32
-	heartbeat   time.Duration
-	vhost       *vhost
-	user        *user
-	clientProps amqp.Table
+	channelMax uint16
+	frameMax   uint32
+	heartbeat  time.Duration
+	vhost      *vhost
+	user       *user
+	// vhostNm and userNm name the vhost and user once the connection is
+	// open, for administration; guarded by Broker.mu.
+	vhostNm, userNm string
+	clientProps     amqp.Table
 
 	capCancelNotify bool
 	capAuthFailure  bool

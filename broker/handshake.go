@@ -137,7 +137,14 @@ func (c *conn) handshake() error {
 	if v == nil {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 40, "vhost %s not found", open.VirtualHost)
 	}
+	if !c.b.canAccessVHost(u, v.name) {
+		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 40,
+			"access to vhost '%s' refused for user '%s'", v.name, u.name)
+	}
 	c.vhost = v
+	c.b.mu.Lock()
+	c.vhostNm, c.userNm = v.name, u.name
+	c.b.mu.Unlock()
 	c.log = c.log.With(zap.String("vhost", v.name), zap.String("user", u.name))
 	c.send(0, &amqp.ConnectionOpenOk{})
 	c.rd.until.Store(0)

@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
-	"slices"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -299,7 +298,7 @@ func (ch *channel) checkUserID(header []byte) error {
 		return err
 	}
 	u := ch.c.user
-	if h.Properties.UserID == u.name || slices.Contains(u.tags, "impersonator") {
+	if h.Properties.UserID == u.name || ch.c.b.userHasTag(u, "impersonator") {
 		return nil
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,

@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/warrenmq/warren/store"
+)
+
+// Administration of vhosts, users and permissions. These methods are what
+// the management API and `warren ctl` call; each change is stored before
+// it returns when the broker has a store.
+
+var (
+	// ErrExists means the named object exists already.
+	ErrExists = errors.New("broker: already exists")
+	// ErrNotFound means the named object does not exist.
+	ErrNotFound = errors.New("broker: not found")
+)
+
+// VHostInfo describes a vhost.
+type VHostInfo struct {
+	Name string
+}
+
+// UserInfo describes a user.
+type UserInfo struct {
+	Name          string
+	PasswordHash  []byte
+	HashAlgorithm string
+	Tags          []string
+}
+
+// PermissionInfo is a user's permissions on a vhost.
+type PermissionInfo struct {
+	User, VHost            string
+	Configure, Write, Read string
+}
+
+// VHosts lists the vhosts by name.
+func (b *Broker) VHosts() []VHostInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]VHostInfo, 0, len(b.vhosts))
+	for name := range b.vhosts {
+		out = append(out, VHostInfo{Name: name})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// AddVHost creates a vhost with its predeclared exchanges.
+func (b *Broker) AddVHost(name string) error {
+	if name == "" {
+		return fmt.Errorf("broker: empty vhost name")
+	}
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	if b.vhosts[name] != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("vhost %q: %w", name, ErrExists)
+	}
+	v := newVHost(b, name)
+	b.vhosts[name] = v
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		rec := &store.VHost{Name: name}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		v.storeID = rec.ID
+	}
+	return nil
+}
+
+// DeleteVHost deletes a vhost, its exchanges, queues and messages, and the
+// permissions on it; its connections are closed with 320.
+func (b *Broker) DeleteVHost(name string) error {
+	b.defMu.Lock()
+	b.mu.Lock()
+	v := b.vhosts[name]
+	if v == nil {
+		b.mu.Unlock()
+		b.defMu.Unlock()
+		return fmt.Errorf("vhost %q: %w", name, ErrNotFound)
+	}
+	delete(b.vhosts, name)
+	var conns []*conn
+	for c := range b.conns {
+		if c.vhostName() == name {
+			conns = append(conns, c)
+		}
+	}
+	var perms []uint64
+	for _, u := range b.users {
+		if p, ok := u.perms[name]; ok {
+			perms = append(perms, p.storeID)
+			delete(u.perms, name)
+		}
+	}
+	b.mu.Unlock()
+	st := b.cfg.Store
+	v.mu.Lock()
+	queues := make([]*queueEntity, 0, len(v.queues))
+	for _, qe := range v.queues {
+		queues = append(queues, qe)
+	}
+	exchanges := make([]*exchangeEntity, 0, len(v.exchanges))
+	for _, ex := range v.exchanges {
+		exchanges = append(exchanges, ex)
+	}
+	v.mu.Unlock()
+	b.defMu.Unlock()
+	for _, c := range conns {
+		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
+	}
+	for _, qe := range queues {
+		_, _ = v.deleteQueue(qe, false, false)
+	}
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	v.mu.Lock()
+	for _, ex := range exchanges {
+		if v.exchanges[ex.name] == ex {
+			v.deleteExchangeLocked(ex)
+		}
+	}
+	v.mu.Unlock()
+	if st != nil {
+		for _, id := range perms {
+			if id != 0 {
+				_ = st.Delete(store.KindPermission, id)
+			}
+		}
+		if v.storeID != 0 {
+			if err := st.Delete(store.KindVHost, v.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Users lists the users by name.
+func (b *Broker) Users() []UserInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]UserInfo, 0, len(b.users))
+	for _, u := range b.users {
+		out = append(out, UserInfo{Name: u.name, PasswordHash: slices.Clone(u.hash), HashAlgorithm: u.algorithm, Tags: slices.Clone(u.tags)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// PutUser creates or updates a user with a password, hashed with SHA-256
+// as RabbitMQ does by default.
+func (b *Broker) PutUser(name, password string, tags []string) error {
+	hash, err := HashPassword(HashSHA256, password)
+	if err != nil {
+		return err
+	}
+	return b.PutUserHash(name, hash, HashSHA256, tags)
+}
+
+// PutUserHash creates or updates a user from a salted password hash in
+// RabbitMQ's format (as found in definitions files). An empty hash makes a
+// user that cannot log in with a password.
+func (b *Broker) PutUserHash(name string, hash []byte, algorithm string, tags []string) error {
+	if name == "" {
+		return fmt.Errorf("broker: empty user name")
+	}
+	if algorithm == "" {
+		algorithm = HashSHA256
+	}
+	if algorithm != HashSHA256 && algorithm != HashSHA512 {
+		return fmt.Errorf("%w: %s", ErrUnknownHashAlgorithm, algorithm)
+	}
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	u := b.users[name]
+	if u == nil {
+		u = &user{name: name}
+		b.users[name] = u
+	}
+	u.hash, u.algorithm, u.tags = slices.Clone(hash), algorithm, slices.Clone(tags)
+	rec := &store.User{ID: u.storeID, Name: name, PasswordHash: u.hash, HashAlgorithm: algorithm, Tags: u.tags}
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		u.storeID = rec.ID
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// DeleteUser deletes a user and its permissions, and closes its
+// connections with 320.
+func (b *Broker) DeleteUser(name string) error {
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	u := b.users[name]
+	if u == nil {
+		b.mu.Unlock()
+		return fmt.Errorf("user %q: %w", name, ErrNotFound)
+	}
+	delete(b.users, name)
+	var conns []*conn
+	for c := range b.conns {
+		if c.userName() == name {
+			conns = append(conns, c)
+		}
+	}
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		for _, p := range u.perms {
+			if p.storeID != 0 {
+				_ = st.Delete(store.KindPermission, p.storeID)
+			}
+		}
+		if u.storeID != 0 {
+			if err := st.Delete(store.KindUser, u.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	for _, c := range conns {
+		c.forceClose(fmt.Sprintf("user '%s' is deleted", name))
+	}
+	return nil
+}
+
+// Permissions lists every user's permissions, by user then vhost.
+func (b *Broker) Permissions() []PermissionInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []PermissionInfo
+	for _, u := range b.users {
+		for v, p := range u.perms {
+			out = append(out, PermissionInfo{User: u.name, VHost: v, Configure: p.configure, Write: p.write, Read: p.read})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].User != out[j].User {
+			return out[i].User < out[j].User
+		}
+		return out[i].VHost < out[j].VHost
+	})
+	return out
+}
+
+// SetPermissions sets a user's configure, write and read patterns on a
+// vhost (regular expressions, as in RabbitMQ).
+func (b *Broker) SetPermissions(username, vhostName, configure, write, read string) error {
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	u := b.users[username]
+	switch {
+	case u == nil:
+		b.mu.Unlock()
+		return fmt.Errorf("user %q: %w", username, ErrNotFound)
+	case b.vhosts[vhostName] == nil:
+		b.mu.Unlock()
+		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	p := permission{configure: configure, write: write, read: read, storeID: u.perms[vhostName].storeID}
+	u.setPermission(vhostName, p)
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		rec := &store.Permission{ID: p.storeID, User: username, VHost: vhostName, Configure: configure, Write: write, Read: read}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		if cur, ok := u.perms[vhostName]; ok {
+			cur.storeID = rec.ID
+			u.perms[vhostName] = cur
+		}
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// ClearPermissions removes a user's permissions on a vhost.
+func (b *Broker) ClearPermissions(username, vhostName string) error {
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	u := b.users[username]
+	if u == nil {
+		b.mu.Unlock()
+		return fmt.Errorf("user %q: %w", username, ErrNotFound)
+	}
+	p, ok := u.perms[vhostName]
+	delete(u.perms, vhostName)
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("permissions of %q on %q: %w", username, vhostName, ErrNotFound)
+	}
+	if st := b.cfg.Store; st != nil && p.storeID != 0 {
+		if err := st.Delete(store.KindPermission, p.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// canAccessVHost reports whether u has permissions on the vhost (any
+// permissions entry grants access, as in RabbitMQ).
+func (b *Broker) canAccessVHost(u *user, vhostName string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := u.perms[vhostName]
+	return ok
+}
+
+// vhostName and userName are the connection's vhost and user (empty
+// before connection.open). Hold Broker.mu.
+func (c *conn) vhostName() string { return c.vhostNm }
+
+func (c *conn) userName() string { return c.userNm }
+
+// userHasTag reports whether u has tag.
+func (b *Broker) userHasTag(u *user, tag string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(u.tags, tag)
+}
