@@ -32,4 +32,8 @@ type Entry struct {
 	Redelivered bool
 	// Deliveries counts how often the message was handed to a consumer.
 	Deliveries uint32
+	// Expires is when the message expires, in unix ms (0 = never): the
+	// publish time plus the smaller of the queue's and the message's TTL.
+	// A message is expired at any now >= Expires.
+	Expires int64
 }

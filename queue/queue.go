@@ -15,20 +15,27 @@ type Delivery struct {
 // Queue is one queue's state. It is not safe for concurrent use: the owner
 // serialises calls.
 type Queue struct {
-	ready     ring
-	requeued  returned
-	nextSeq   uint64
-	unacked   int
-	readyLen  int64 // bytes of ready bodies
-	consumers []*Consumer
-	cursor    int // round-robin position in consumers
+	cfg Config
+
+	base     lane   // priority 0, the only lane of a non-priority queue
+	hi       []lane // hi[p-1] holds priority p (priority queues only)
+	hiReady  int    // entries in hi
+	nextSeq  uint64
+	unacked  int
+	readyLen int64 // bytes of ready bodies
+
+	consumers []*Consumer // registration order
+	cursor    int         // round-robin position in consumers
+	groups    []group     // consumers by priority, highest first
+	prioCount int         // consumers with a non-zero Priority
 }
 
-// New returns an empty queue.
-func New() *Queue { return &Queue{} }
+// New returns an empty queue with the default configuration: no TTL, no
+// length limits, no priorities, no single active consumer.
+func New() *Queue { return &Queue{cfg: DefaultConfig()} }
 
 // Ready is the number of messages waiting for a consumer.
-func (q *Queue) Ready() int { return q.ready.len() + len(q.requeued) }
+func (q *Queue) Ready() int { return q.base.len() + q.hiReady }
 
 // ReadyBytes is the body size of the ready messages.
 func (q *Queue) ReadyBytes() int64 { return q.readyLen }
@@ -43,73 +50,147 @@ func (q *Queue) ConsumerCount() int { return len(q.consumers) }
 // queue's own: do not modify it.
 func (q *Queue) Consumers() []*Consumer { return q.consumers }
 
-// Publish appends m to the ready list and returns its sequence number.
+// Publish appends m to the ready list and returns its sequence number. It
+// is PublishAt without a clock: no TTL applies. Length limits of the
+// configuration do apply; with them a rejected publish returns 0 and the
+// messages dropped from the head are discarded without a trace, so a
+// queue with limits or a dead-letter exchange should use PublishAt.
 func (q *Queue) Publish(m *Message) uint64 {
-	q.nextSeq++
-	q.ready.push(Entry{Msg: m, Seq: q.nextSeq})
-	q.readyLen += int64(m.Size())
-	return q.nextSeq
-}
-
-// AddConsumer registers c. An exclusive consumer needs a queue without
-// consumers, and no consumer may join a queue that has an exclusive one.
-func (q *Queue) AddConsumer(c *Consumer) error {
-	if len(q.consumers) > 0 && (c.Exclusive || q.consumers[0].Exclusive) {
-		return ErrExclusiveConsumer
+	if q.cfg.plain() && q.hi == nil {
+		q.nextSeq++
+		q.base.ready.push(slot{msg: m, seq: q.nextSeq})
+		q.readyLen += int64(m.Size())
+		return q.nextSeq
 	}
-	q.consumers = append(q.consumers, c)
-	return nil
+	seq, ok, _ := q.PublishAt(m, 0, -1)
+	if !ok {
+		return 0
+	}
+	return seq
 }
 
-// RemoveConsumer unregisters c. Its unacknowledged deliveries stay with
-// their owner, who settles or returns them.
-func (q *Queue) RemoveConsumer(c *Consumer) bool {
-	for i, x := range q.consumers {
-		if x == c {
-			copy(q.consumers[i:], q.consumers[i+1:])
-			q.consumers[len(q.consumers)-1] = nil
-			q.consumers = q.consumers[:len(q.consumers)-1]
-			if q.cursor > i {
-				q.cursor--
+// push adds a new entry at the tail of its priority's lane.
+func (q *Queue) push(e slot) {
+	if p := q.priority(e.msg); p > 0 {
+		q.hi[p-1].ready.push(e)
+		q.hiReady++
+	} else {
+		q.base.ready.push(e)
+	}
+	q.readyLen += int64(e.msg.Size())
+}
+
+// requeue puts a delivered entry back ahead of its lane's new messages.
+func (q *Queue) requeue(e Entry) {
+	s := toSlot(e)
+	if p := q.priority(e.Msg); p > 0 {
+		q.hi[p-1].requeued.push(s)
+		q.hiReady++
+	} else {
+		q.base.requeued.push(s)
+	}
+	q.readyLen += int64(e.Msg.Size())
+}
+
+// next returns the lane the next delivery comes from; Ready must be > 0.
+func (q *Queue) next() *lane {
+	if q.hiReady > 0 {
+		for i := len(q.hi) - 1; i >= 0; i-- {
+			if q.hi[i].len() > 0 {
+				return &q.hi[i]
 			}
-			if q.cursor >= len(q.consumers) {
-				q.cursor = 0
-			}
-			return true
 		}
 	}
-	return false
+	return &q.base
 }
 
-// take removes the next ready entry in queue order.
-func (q *Queue) take() Entry {
-	var e Entry
-	if len(q.requeued) > 0 {
-		e = q.requeued.pop()
-	} else {
-		e = q.ready.pop()
+// remove pops the head of l and takes it out of the ready counts.
+func (q *Queue) remove(l *lane) slot {
+	e := l.pop()
+	if l != &q.base {
+		q.hiReady--
 	}
-	q.readyLen -= int64(e.Msg.Size())
-	e.Deliveries++
+	q.readyLen -= int64(e.msg.Size())
 	return e
 }
 
-// Dispatch hands ready messages to consumers with credit, round robin, and
-// appends the resulting deliveries to out. Entries given to NoAck consumers
-// are settled at once; the others count as unacknowledged.
+// take removes the next ready entry in queue order, counting a delivery.
+func (q *Queue) take() slot {
+	var e slot
+	if q.hiReady == 0 && len(q.base.requeued) == 0 {
+		e = q.base.ready.pop()
+		q.readyLen -= int64(e.msg.Size())
+	} else {
+		e = q.remove(q.next())
+	}
+	e.delivered()
+	return e
+}
+
+// Dispatch hands ready messages to consumers with credit and appends the
+// resulting deliveries to out: to the active consumer of a
+// single-active-consumer queue, else to the highest consumer priority with
+// credit, round robin among equals. Entries given to NoAck consumers are
+// settled at once; the others count as unacknowledged. Dispatch checks no
+// expiry (DispatchAt does).
 func (q *Queue) Dispatch(out []Delivery) []Delivery {
+	if q.prioCount == 0 && !q.cfg.SingleActiveConsumer {
+		return q.dispatchRoundRobin(out)
+	}
+	return q.dispatch(out, 0, nil)
+}
+
+// DispatchAt is Dispatch at time now (unix ms): expired messages at the
+// head are removed and reported as dead letters (reason "expired") instead
+// of being delivered.
+func (q *Queue) DispatchAt(out []Delivery, now int64) ([]Delivery, []DeadLetter) {
+	var dls []DeadLetter
+	out = q.dispatch(out, now, &dls)
+	return out, dls
+}
+
+func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Delivery {
 	n := len(q.consumers)
 	if n == 0 {
 		return out
 	}
+	for {
+		if now != 0 {
+			q.expireNext(now, dls)
+		}
+		if q.Ready() == 0 {
+			return out
+		}
+		var c *Consumer
+		switch {
+		case q.cfg.SingleActiveConsumer:
+			c = q.pickActive()
+		case q.prioCount > 0:
+			c = q.pickByPriority()
+		default:
+			c = q.pickRoundRobin()
+		}
+		if c == nil {
+			return out
+		}
+		e := q.take()
+		if !c.NoAck {
+			c.unacked++
+			q.unacked++
+		}
+		out = appendDelivery(out, c, &e)
+	}
+}
+
+// dispatchRoundRobin is dispatch's common case, kept apart to stay fast:
+// no expiry check, consumers all of one priority.
+func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
+	n := len(q.consumers)
 	for q.Ready() > 0 {
 		var c *Consumer
 		for i := 0; i < n; i++ {
 			cand := q.consumers[(q.cursor+i)%n]
-			if !cand.hasCredit() {
-				continue
-			}
-			if cand.Gate != nil && !cand.Gate.Acquire() {
+			if !cand.hasCredit() || (cand.Gate != nil && !cand.Gate.Acquire()) {
 				continue
 			}
 			c = cand
@@ -124,13 +205,47 @@ func (q *Queue) Dispatch(out []Delivery) []Delivery {
 			c.unacked++
 			q.unacked++
 		}
-		out = append(out, Delivery{Consumer: c, Entry: e})
+		out = appendDelivery(out, c, &e)
 	}
 	return out
 }
 
+// pickRoundRobin chooses the next consumer with credit after the cursor.
+func (q *Queue) pickRoundRobin() *Consumer {
+	n := len(q.consumers)
+	for i := 0; i < n; i++ {
+		cand := q.consumers[(q.cursor+i)%n]
+		if cand.take() {
+			q.cursor = (q.cursor + i + 1) % n
+			return cand
+		}
+	}
+	return nil
+}
+
+// appendDelivery appends the delivery of s to c, field by field: building
+// a Delivery value and appending it makes the compiler copy it through the
+// stack with mixed-width stores, which costs more than the rest of
+// publish→deliver.
+func appendDelivery(out []Delivery, c *Consumer, s *slot) []Delivery {
+	if len(out) < cap(out) {
+		out = out[:len(out)+1]
+	} else {
+		out = append(out, Delivery{})
+	}
+	d := &out[len(out)-1]
+	d.Consumer = c
+	d.Entry.Msg = s.msg
+	d.Entry.Seq = s.seq
+	d.Entry.Redelivered = s.meta&redeliveredBit != 0
+	d.Entry.Deliveries = uint32(s.meta & deliveriesMask)
+	d.Entry.Expires = s.expires()
+	return out
+}
+
 // Get takes the next ready message for basic.get. With noAck false the
-// delivery counts as unacknowledged (with no consumer).
+// delivery counts as unacknowledged (with no consumer). Get checks no
+// expiry (GetAt does).
 func (q *Queue) Get(noAck bool) (Entry, bool) {
 	if q.Ready() == 0 {
 		return Entry{}, false
@@ -139,7 +254,17 @@ func (q *Queue) Get(noAck bool) (Entry, bool) {
 	if !noAck {
 		q.unacked++
 	}
-	return e, true
+	return e.entry(), true
+}
+
+// GetAt is Get at time now (unix ms): expired messages at the head are
+// removed and reported as dead letters first, so an expired message is
+// never returned.
+func (q *Queue) GetAt(noAck bool, now int64) (Entry, bool, []DeadLetter) {
+	var dls []DeadLetter
+	q.expireNext(now, &dls)
+	e, ok := q.Get(noAck)
+	return e, ok, dls
 }
 
 // Settle records that n deliveries made to c (nil for basic.get) were
@@ -152,19 +277,22 @@ func (q *Queue) Settle(c *Consumer, n int) {
 }
 
 // Return puts a delivery made to c (nil for basic.get) back in the queue,
-// ahead of every message never delivered, in Seq order, marked redelivered.
+// ahead of every message of its priority never delivered, in Seq order,
+// marked redelivered. It applies no delivery limit (ReturnAt does).
 func (q *Queue) Return(c *Consumer, e Entry) {
 	q.Settle(c, 1)
 	e.Redelivered = true
-	q.requeued.push(e)
-	q.readyLen += int64(e.Msg.Size())
+	q.requeue(e)
 }
 
 // Purge drops every ready message and returns how many there were.
 func (q *Queue) Purge() int {
 	n := q.Ready()
-	q.ready.clear()
-	q.requeued = nil
+	q.base.clear()
+	for i := range q.hi {
+		q.hi[i].clear()
+	}
+	q.hiReady = 0
 	q.readyLen = 0
 	return n
 }

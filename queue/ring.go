@@ -1,15 +1,73 @@
 package queue
 
-// ring is a growable FIFO of entries, used for the ready list.
+// slot is an Entry as the ready lists hold it: three words, so that the
+// compiler keeps it in registers and the ready list stays dense (an Entry
+// has five fields and is copied through memory, which made
+// publish→deliver several times slower). meta packs the delivery count
+// (saturating at 2^20-1), the redelivered flag and the expiry in unix ms
+// (below 2^43, the year 2248; larger values are clamped).
+type slot struct {
+	msg  *Message
+	seq  uint64
+	meta uint64 // expires<<expiresShift | redelivered<<20 | deliveries
+}
+
+const (
+	deliveriesMask = 1<<20 - 1
+	redeliveredBit = 1 << 20
+	expiresShift   = 21
+	maxExpires     = 1<<(64-expiresShift) - 1
+)
+
+func toSlot(e Entry) slot {
+	s := slot{msg: e.Msg, seq: e.Seq, meta: uint64(min(e.Deliveries, deliveriesMask))}
+	if e.Redelivered {
+		s.meta |= redeliveredBit
+	}
+	s.setExpires(e.Expires)
+	return s
+}
+
+func (s slot) entry() Entry {
+	return Entry{
+		Msg:         s.msg,
+		Seq:         s.seq,
+		Redelivered: s.meta&redeliveredBit != 0,
+		Deliveries:  uint32(s.meta & deliveriesMask),
+		Expires:     s.expires(),
+	}
+}
+
+func (s slot) expires() int64 { return int64(s.meta >> expiresShift) }
+
+func (s *slot) setExpires(x int64) {
+	x = max(0, min(x, maxExpires))
+	s.meta = s.meta&(1<<expiresShift-1) | uint64(x)<<expiresShift
+}
+
+// delivered counts one more delivery.
+func (s *slot) delivered() {
+	if s.meta&deliveriesMask != deliveriesMask {
+		s.meta++
+	}
+}
+
+// expired reports whether s has expired at now.
+func (s *slot) expired(now int64) bool {
+	x := s.expires()
+	return x != 0 && x <= now
+}
+
+// ring is a growable FIFO of slots, used for the ready list.
 type ring struct {
-	buf  []Entry
+	buf  []slot
 	head int
 	n    int
 }
 
 func (r *ring) len() int { return r.n }
 
-func (r *ring) push(e Entry) {
+func (r *ring) push(e slot) {
 	if r.n == len(r.buf) {
 		r.grow()
 	}
@@ -17,11 +75,11 @@ func (r *ring) push(e Entry) {
 	r.n++
 }
 
-func (r *ring) front() *Entry { return &r.buf[r.head] }
+func (r *ring) front() *slot { return &r.buf[r.head] }
 
-func (r *ring) pop() Entry {
+func (r *ring) pop() slot {
 	e := r.buf[r.head]
-	r.buf[r.head] = Entry{}
+	r.buf[r.head] = slot{}
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	if r.n == 0 {
@@ -30,14 +88,14 @@ func (r *ring) pop() Entry {
 	return e
 }
 
-func (r *ring) at(i int) *Entry { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
+func (r *ring) at(i int) *slot { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
 
 func (r *ring) grow() {
 	size := len(r.buf) * 2
 	if size == 0 {
 		size = 16
 	}
-	buf := make([]Entry, size)
+	buf := make([]slot, size)
 	for i := 0; i < r.n; i++ {
 		buf[i] = *r.at(i)
 	}
@@ -55,15 +113,15 @@ func (r *ring) clear() {
 // returned is a min-heap of requeued entries ordered by Seq. Requeued
 // messages always precede the ready list: the ready list only gains newer
 // publishes at its tail, and everything ever delivered came from before it.
-type returned []Entry
+type returned []slot
 
-func (h *returned) push(e Entry) {
+func (h *returned) push(e slot) {
 	*h = append(*h, e)
 	s := *h
 	i := len(s) - 1
 	for i > 0 {
 		p := (i - 1) / 2
-		if s[p].Seq <= s[i].Seq {
+		if s[p].seq <= s[i].seq {
 			break
 		}
 		s[p], s[i] = s[i], s[p]
@@ -71,20 +129,20 @@ func (h *returned) push(e Entry) {
 	}
 }
 
-func (h *returned) pop() Entry {
+func (h *returned) pop() slot {
 	s := *h
 	top := s[0]
 	last := len(s) - 1
 	s[0] = s[last]
-	s[last] = Entry{}
+	s[last] = slot{}
 	s = s[:last]
 	i := 0
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l].Seq < s[m].Seq {
+		if l < len(s) && s[l].seq < s[m].seq {
 			m = l
 		}
-		if r < len(s) && s[r].Seq < s[m].Seq {
+		if r < len(s) && s[r].seq < s[m].seq {
 			m = r
 		}
 		if m == i {
