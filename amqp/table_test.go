@@ -236,3 +236,17 @@ func TestTableNoAlias(t *testing.T) {
 		t.Errorf("decoded table aliases input: %v", got)
 	}
 }
+
+func TestTypeName(t *testing.T) {
+	for v, want := range map[any]string{
+		true: "bool", int8(1): "byte", uint8(1): "unsignedbyte", int16(1): "short", int32(1): "signedint",
+		uint32(1): "unsignedint", int64(1): "long", float64(1): "double", "s": "longstr",
+	} {
+		if got := TypeName(v); got != want {
+			t.Errorf("TypeName(%T) = %q, want %q", v, got, want)
+		}
+	}
+	if TypeName(nil) != "void" || TypeName(Table{}) != "table" || TypeName([]byte("x")) != "binary" || TypeName([]any{}) != "array" {
+		t.Error("TypeName of void, table, binary or array wrong")
+	}
+}

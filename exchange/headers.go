@@ -42,7 +42,7 @@ func ValidateHeadersArgs(args amqp.Table) error {
 	s, ok := v.(string)
 	if !ok {
 		return &xMatchError{fmt.Sprintf("Invalid x-match field type %s (value %s); expected longstr",
-			fieldType(v), erlangTerm(v))}
+			amqp.TypeName(v), erlangTerm(v))}
 	}
 	if _, ok := parseXMatch(s); ok {
 		return nil
@@ -304,48 +304,6 @@ func number(v any) (int64, float64, numberKind) {
 // floatIsInt reports whether f is exactly the integer i.
 func floatIsInt(f float64, i int64) bool {
 	return f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 && int64(f) == i
-}
-
-// fieldType names v's field-table type as RabbitMQ does in error messages.
-func fieldType(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case time.Time:
-		return "timestamp"
-	case []any:
-		return "array"
-	case nil:
-		return "void"
-	}
-	if _, ok := asTable(v); ok {
-		return "table"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // erlangTerm formats v roughly as Erlang's ~tp prints the decoded field value.
