@@ -100,7 +100,13 @@ func (b *Broker) DeleteVHost(name string) error {
 			perms = append(perms, p.storeID)
 			delete(u.perms, name)
 		}
+		for k := range u.topicPerms {
+			if k.vhost == name {
+				delete(u.topicPerms, k)
+			}
+		}
 	}
+	b.permGen.Add(1)
 	b.mu.Unlock()
 	st := b.cfg.Store
 	v.mu.Lock()
@@ -213,6 +219,7 @@ func (b *Broker) DeleteUser(name string) error {
 		return fmt.Errorf("user %q: %w", name, ErrNotFound)
 	}
 	delete(b.users, name)
+	b.permGen.Add(1)
 	var conns []*conn
 	for c := range b.conns {
 		if c.userName() == name {
@@ -260,6 +267,9 @@ func (b *Broker) Permissions() []PermissionInfo {
 // SetPermissions sets a user's configure, write and read patterns on a
 // vhost (regular expressions, as in RabbitMQ).
 func (b *Broker) SetPermissions(username, vhostName, configure, write, read string) error {
+	if err := validatePatterns(configure, write, read); err != nil {
+		return fmt.Errorf("broker: invalid permission pattern: %w", err)
+	}
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
@@ -274,6 +284,7 @@ func (b *Broker) SetPermissions(username, vhostName, configure, write, read stri
 	}
 	p := permission{configure: configure, write: write, read: read, storeID: u.perms[vhostName].storeID}
 	u.setPermission(vhostName, p)
+	b.permGen.Add(1)
 	b.mu.Unlock()
 	if st := b.cfg.Store; st != nil {
 		rec := &store.Permission{ID: p.storeID, User: username, VHost: vhostName, Configure: configure, Write: write, Read: read}
@@ -302,6 +313,7 @@ func (b *Broker) ClearPermissions(username, vhostName string) error {
 	}
 	p, ok := u.perms[vhostName]
 	delete(u.perms, vhostName)
+	b.permGen.Add(1)
 	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("permissions of %q on %q: %w", username, vhostName, ErrNotFound)
@@ -311,6 +323,86 @@ func (b *Broker) ClearPermissions(username, vhostName string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// TopicPermissionInfo is a user's topic permission on an exchange of a
+// vhost: regular expressions on routing keys, which may use the variables
+// {username} and {vhost}.
+type TopicPermissionInfo struct {
+	User, VHost, Exchange string
+	Write, Read           string
+}
+
+// TopicPermissions lists every user's topic permissions, by user, vhost
+// and exchange.
+func (b *Broker) TopicPermissions() []TopicPermissionInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []TopicPermissionInfo
+	for _, u := range b.users {
+		for k, tp := range u.topicPerms {
+			out = append(out, TopicPermissionInfo{User: u.name, VHost: k.vhost, Exchange: k.exchange, Write: tp.write, Read: tp.read})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.User != b.User {
+			return a.User < b.User
+		}
+		if a.VHost != b.VHost {
+			return a.VHost < b.VHost
+		}
+		return a.Exchange < b.Exchange
+	})
+	return out
+}
+
+// SetTopicPermissions sets a user's write and read routing-key patterns on
+// a topic exchange of a vhost (the exchange need not exist yet), as
+// rabbitmqctl set_topic_permissions does. Topic permissions are kept in
+// memory only: the store has no kind for them yet.
+func (b *Broker) SetTopicPermissions(username, vhostName, exchangeName, write, read string) error {
+	tp, err := newTopicPermission(username, vhostName, write, read)
+	if err != nil {
+		return fmt.Errorf("broker: invalid topic permission pattern: %w", err)
+	}
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.users[username]
+	switch {
+	case u == nil:
+		return fmt.Errorf("user %q: %w", username, ErrNotFound)
+	case b.vhosts[vhostName] == nil:
+		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	if u.topicPerms == nil {
+		u.topicPerms = make(map[topicPermKey]topicPermission)
+	}
+	u.topicPerms[topicPermKey{vhostName, exchangeName}] = tp
+	b.permGen.Add(1)
+	return nil
+}
+
+// ClearTopicPermissions removes a user's topic permission on an exchange
+// of a vhost.
+func (b *Broker) ClearTopicPermissions(username, vhostName, exchangeName string) error {
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.users[username]
+	if u == nil {
+		return fmt.Errorf("user %q: %w", username, ErrNotFound)
+	}
+	k := topicPermKey{vhostName, exchangeName}
+	if _, ok := u.topicPerms[k]; !ok {
+		return fmt.Errorf("topic permission of %q on %q in %q: %w", username, exchangeName, vhostName, ErrNotFound)
+	}
+	delete(u.topicPerms, k)
+	b.permGen.Add(1)
 	return nil
 }
 

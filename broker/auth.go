@@ -3,6 +3,9 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -15,25 +18,88 @@ type user struct {
 	algorithm string
 	tags      []string
 	// perms maps a vhost name to the user's permissions there.
-	perms   map[string]permission
-	storeID uint64
+	perms map[string]permission
+	// topicPerms are the topic permissions (access.go), in memory only.
+	topicPerms map[topicPermKey]topicPermission
+	storeID    uint64
 }
 
 // permission is a user's configure, write and read patterns on a vhost.
 type permission struct {
 	configure, write, read string
 	storeID                uint64
+	// re holds the compiled patterns, indexed by permKind (access.go).
+	re *permPatterns
 }
 
+// setPermission stores p, compiling its patterns. Hold Broker.mu (or own u).
 func (u *user) setPermission(vhost string, p permission) {
 	if u.perms == nil {
 		u.perms = make(map[string]permission)
 	}
+	p.re = compilePermission(p.configure, p.write, p.read)
 	u.perms[vhost] = p
 }
 
-// saslMechanisms is what connection.start offers.
+// saslMechanisms is what connection.start offers; TLS connections with a
+// verified client certificate are offered EXTERNAL too.
 const saslMechanisms = "PLAIN AMQPLAIN"
+
+// mechanisms is the mechanisms field of connection.start.
+func (c *conn) mechanisms() string {
+	if c.certUser != "" {
+		return saslMechanisms + " EXTERNAL"
+	}
+	return saslMechanisms
+}
+
+// login authenticates the user of connection.start-ok: PLAIN and AMQPLAIN
+// with a password, EXTERNAL with the common name of the client's verified
+// certificate (the response is ignored, as RabbitMQ ignores it). Then the
+// loopback restriction (Config.LoopbackUsers) applies.
+func (c *conn) login(startOk *amqp.ConnectionStartOk) (*user, error) {
+	mech := startOk.Mechanism
+	var u *user
+	var username string
+	switch {
+	case mech == "PLAIN" || mech == "AMQPLAIN":
+		var password string
+		var err error
+		username, password, err = parseSASL(mech, []byte(startOk.Response))
+		if err != nil {
+			return nil, silent(err)
+		}
+		u = c.b.authenticate(username, password)
+	case mech == "EXTERNAL" && c.certUser != "":
+		username = c.certUser
+		c.b.mu.Lock()
+		u = c.b.users[username]
+		c.b.mu.Unlock()
+	default:
+		return nil, silent(amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11,
+			"unknown authentication mechanism '%s'", mech))
+	}
+	if u == nil {
+		return nil, c.loginRefused(mech, "user '%s' - invalid credentials", username)
+	}
+	if c.b.loopbackOnly(u.name, c.nc.RemoteAddr()) {
+		return nil, c.loginRefused(mech, "user '%s' can only connect via localhost", u.name)
+	}
+	return u, nil
+}
+
+// loginRefused is RabbitMQ's auth_fail: a client with the
+// authentication_failure_close capability gets connection.close 403 with a
+// safe text, others a closed socket; the log has the reason.
+func (c *conn) loginRefused(mech, format string, args ...any) error {
+	reason := fmt.Sprintf(format, args...)
+	c.log.Info("authentication failed", zap.String("reason", reason), zap.String("mechanism", mech))
+	if c.capAuthFailure {
+		return amqp.Errorf(amqp.AccessRefused, 0, 0,
+			"Login was refused using authentication mechanism %s. For details see the broker logfile.", mech)
+	}
+	return silent(amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, 11, "%s login refused: %s", mech, reason))
+}
 
 // parseSASL extracts the username and password from a connection.start-ok
 // response for the PLAIN or AMQPLAIN mechanism. A malformed response is a

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -38,6 +39,37 @@ type Config struct {
 	// DefaultUser and DefaultPass create the first user (default
 	// guest/guest) with full permissions on DefaultVHost (default "/").
 	DefaultUser, DefaultPass, DefaultVHost string
+	// AMQPSAddr, when set, is the amqps (AMQP over TLS) listen address;
+	// it needs TLS. RabbitMQ's port is 5671.
+	AMQPSAddr string
+	// TLS configures the amqps listener: certificates, and in ClientAuth
+	// whether client certificates are asked for. Versions below TLS 1.2
+	// are refused whatever it says.
+	TLS *tls.Config
+	// MaxConnections limits the open connections of the node; 0 (the
+	// default) is no limit.
+	MaxConnections int
+	// MaxConnectionsPerVHost and MaxConnectionsPerUser limit the open
+	// connections of each vhost and each user (0 = no limit).
+	MaxConnectionsPerVHost, MaxConnectionsPerUser int
+	// MaxQueuesPerVHost limits the queues of each vhost (0 = no limit).
+	MaxQueuesPerVHost int
+	// MemoryHighWatermark is the fraction of the machine's RAM the process
+	// may use before the memory alarm goes on (default 0.4; negative
+	// disables). MemoryHighWatermarkBytes, when set, is an absolute limit
+	// instead.
+	MemoryHighWatermark      float64
+	MemoryHighWatermarkBytes uint64
+	// DiskFreeLimit is the free space of DataDir below which the disk
+	// alarm goes on (default 50 MB). DataDir empty disables the disk alarm.
+	DiskFreeLimit uint64
+	DataDir       string
+	// ResourceCheckInterval is how often memory and disk are sampled
+	// (default 200 ms).
+	ResourceCheckInterval time.Duration
+	// LoopbackUsers may connect only from a loopback address, as in
+	// RabbitMQ (nil: ["guest"]; an empty non-nil slice: nobody).
+	LoopbackUsers []string
 	// Logger receives the broker's logs (default: no logging).
 	Logger *zap.Logger
 	// Store, when set, makes durable things durable: definitions and the
@@ -45,6 +77,10 @@ type Config struct {
 	// by Listen. The caller opens and closes it. Nil keeps everything in
 	// memory.
 	Store *store.Store
+	// ConsumerTimeout is how long a delivery may stay unacknowledged
+	// before its consumer is cancelled (default 30 min; negative
+	// disables); a queue's x-consumer-timeout overrides it.
+	ConsumerTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -78,8 +114,23 @@ func (c *Config) setDefaults() {
 	if c.DefaultVHost == "" {
 		c.DefaultVHost = "/"
 	}
+	if c.MemoryHighWatermark == 0 {
+		c.MemoryHighWatermark = 0.4
+	}
+	if c.DiskFreeLimit == 0 {
+		c.DiskFreeLimit = 50_000_000
+	}
+	if c.ResourceCheckInterval <= 0 {
+		c.ResourceCheckInterval = 200 * time.Millisecond
+	}
+	if c.LoopbackUsers == nil {
+		c.LoopbackUsers = []string{"guest"}
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.ConsumerTimeout == 0 {
+		c.ConsumerTimeout = 30 * time.Minute
 	}
 }
 
@@ -94,6 +145,7 @@ type Broker struct {
 
 	mu     sync.Mutex
 	ln     net.Listener
+	tlsLn  net.Listener
 	vhosts map[string]*vhost
 	users  map[string]*user
 	conns  map[*conn]struct{}
@@ -110,6 +162,17 @@ type Broker struct {
 
 	connWG sync.WaitGroup
 	nextID atomic.Uint64
+	// permGen counts permission changes; channels cache publish verdicts
+	// taken at one generation (access.go).
+	permGen atomic.Uint64
+	// alarm is the memory and disk alarm state (alarm.go).
+	alarm alarms
+	// ct is the consumer timeout clock (consumer_timeout.go).
+	ct consumerTimeouts
+
+	// mgmt is what the management API reads besides the entities
+	// (snapshot.go).
+	mgmt mgmtState
 }
 
 // New returns a broker with the default user and vhost. It does no I/O.
@@ -130,6 +193,9 @@ func New(cfg Config) (*Broker, error) {
 	u := &user{name: cfg.DefaultUser, hash: hash, algorithm: HashSHA256, tags: []string{"administrator"}}
 	u.setPermission(cfg.DefaultVHost, permission{configure: ".*", write: ".*", read: ".*"})
 	b.users[cfg.DefaultUser] = u
+	b.alarm.memFraction = cfg.MemoryHighWatermark
+	b.alarm.memBytes = cfg.MemoryHighWatermarkBytes
+	b.alarm.diskLimit = cfg.DiskFreeLimit
 	return b, nil
 }
 
@@ -148,12 +214,34 @@ func (b *Broker) Listen() error {
 	if b.ln != nil {
 		return nil
 	}
+	if b.cfg.AMQPSAddr != "" && b.cfg.TLS == nil {
+		return errors.New("broker: AMQPSAddr needs a TLS configuration")
+	}
 	ln, err := net.Listen("tcp", b.cfg.AMQPAddr)
 	if err != nil {
 		return err
 	}
+	if b.cfg.AMQPSAddr != "" {
+		tln, err := net.Listen("tcp", b.cfg.AMQPSAddr)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		b.tlsLn = tln
+	}
 	b.ln = ln
 	return nil
+}
+
+// AMQPSAddr is the bound amqps address, or nil before Listen or without
+// Config.AMQPSAddr.
+func (b *Broker) AMQPSAddr() net.Addr {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tlsLn == nil {
+		return nil
+	}
+	return b.tlsLn.Addr()
 }
 
 // Addr is the bound AMQP address, or nil before Listen.
@@ -166,18 +254,49 @@ func (b *Broker) Addr() net.Addr {
 	return b.ln.Addr()
 }
 
-// Serve accepts AMQP connections until ctx is done or Close is called;
-// then it returns ErrClosed once every connection has ended (see Close).
+// Serve accepts AMQP (and amqps) connections until ctx is done or Close is
+// called; then it returns ErrClosed once every connection has ended (see
+// Close). It runs the resource monitor (alarm.go) meanwhile.
 func (b *Broker) Serve(ctx context.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
 	}
 	b.mu.Lock()
-	ln := b.ln
+	ln, tln := b.ln, b.tlsLn
 	b.mu.Unlock()
 	b.log.Info("amqp listener started", zap.Stringer("addr", ln.Addr()))
 	stop := context.AfterFunc(ctx, func() { _ = b.Close() })
 	defer stop()
+	var wg sync.WaitGroup
+	monStop := make(chan struct{})
+	wg.Go(func() { b.monitorResources(monStop) })
+	wg.Go(func() { b.monitorConsumerTimeouts(monStop) })
+	defer func() {
+		close(monStop)
+		wg.Wait()
+	}()
+	if tln != nil {
+		b.log.Info("amqps listener started", zap.Stringer("addr", tln.Addr()))
+		tlsCfg := serverTLSConfig(b.cfg.TLS)
+		wg.Go(func() {
+			if err := b.accept(tln, tlsCfg); !errors.Is(err, ErrClosed) {
+				b.log.Error("amqps listener failed", zap.Error(err))
+			}
+		})
+	}
+	err := b.accept(ln, nil)
+	if !errors.Is(err, ErrClosed) {
+		// A failed listener ends the broker: the other listener and the
+		// monitor must stop before Serve returns.
+		_ = b.Close()
+	}
+	return err
+}
+
+// accept accepts connections on ln, over TLS when tlsCfg is set, until
+// the broker closes; then it returns ErrClosed once every connection has
+// ended.
+func (b *Broker) accept(ln net.Listener, tlsCfg *tls.Config) error {
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -201,24 +320,33 @@ func (b *Broker) Serve(ctx context.Context) error {
 			return err
 		}
 		delay = 0
-		c := newConn(b, nc)
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			_ = nc.Close()
-			continue
+		if tlsCfg != nil {
+			nc = tls.Server(nc, tlsCfg)
 		}
-		b.conns[c] = struct{}{}
-		b.connWG.Add(1)
-		b.mu.Unlock()
-		go func() {
-			defer b.connWG.Done()
-			c.serve()
-			b.mu.Lock()
-			delete(b.conns, c)
-			b.mu.Unlock()
-		}()
+		b.serveConn(nc)
 	}
+}
+
+// serveConn runs a connection on nc in a goroutine of its own, counted in
+// connWG; after Close it just closes nc.
+func (b *Broker) serveConn(nc net.Conn) {
+	c := newConn(b, nc)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	b.conns[c] = struct{}{}
+	b.connWG.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.connWG.Done()
+		c.serve()
+		b.mu.Lock()
+		delete(b.conns, c)
+		b.mu.Unlock()
+	}()
 }
 
 // Close stops accepting, sends connection.close 320 CONNECTION_FORCED to
@@ -232,7 +360,7 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
-	ln := b.ln
+	ln, tln := b.ln, b.tlsLn
 	conns := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {
 		conns = append(conns, c)
@@ -240,6 +368,9 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	if ln != nil {
 		_ = ln.Close()
+	}
+	if tln != nil {
+		_ = tln.Close()
 	}
 	for _, c := range conns {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")

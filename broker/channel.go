@@ -21,6 +21,8 @@ type channel struct {
 
 	// content assembly of the publish in progress
 	pub publishing
+	// access caches publish permission verdicts (access.go).
+	access publishAccess
 
 	// prefetch is the per-consumer limit given to new consumers.
 	prefetch int
@@ -63,10 +65,15 @@ type pending struct {
 	qe    *queueEntity
 	cons  *consumer // nil for basic.get
 	entry queue.Entry
+	// at is when it was delivered, by the coarse clock of
+	// consumer_timeout.go (unix ms; 0 = not timed).
+	at int64
 }
 
 func newChannel(c *conn, id uint16) *channel {
-	return &channel{id: id, c: c, consumers: make(map[string]*consumer)}
+	ch := &channel{id: id, c: c, consumers: make(map[string]*consumer)}
+	c.b.mgmt.addChannel(ch)
+	return ch
 }
 
 // handleMethod runs one method. A soft error closes the channel; a hard
@@ -214,6 +221,7 @@ func (ch *channel) shutdown() {
 		return
 	}
 	ch.closed = true
+	ch.c.b.mgmt.removeChannel(ch)
 	ch.confirms.close()
 	conss := make([]*consumer, 0, len(ch.consumers))
 	for _, cons := range ch.consumers {

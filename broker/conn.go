@@ -33,6 +33,8 @@ type conn struct {
 	nc  net.Conn
 	log *zap.Logger
 	id  uint64
+	// connectedAt is when the connection was accepted (immutable).
+	connectedAt time.Time
 
 	rd  deadlineReader
 	fr  *amqp.FrameReader
@@ -51,6 +53,18 @@ type conn struct {
 
 	capCancelNotify bool
 	capAuthFailure  bool
+	// capBlocked: the client understands connection.blocked.
+	capBlocked bool
+	// published is set when a publish completes, for throttle to see
+	// (flow control blocks a connection after it publishes).
+	published bool
+	// blocked is set while throttle holds the reader (alarm.go).
+	blocked atomic.Bool
+	// closeSig is closed when this side sends connection.close.
+	closeSig chan struct{}
+	// certUser is the common name of the client's verified TLS
+	// certificate, for SASL EXTERNAL (tls.go).
+	certUser string
 
 	channels map[uint16]*channel
 	// confirmDirty lists channels with confirms to send at the end of the
@@ -77,6 +91,9 @@ type conn struct {
 	// completed, for the writer to confirm.
 	asyncMu       sync.Mutex
 	asyncConfirms []*channel
+
+	// flowTimer bounds a wait of queue flow control (reader only).
+	flowTimer *time.Timer
 
 	starvedMu sync.Mutex
 	starved   []*consumer
@@ -135,6 +152,8 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		frameMax:   b.cfg.FrameMax,
 		channelMax: b.cfg.ChannelMax,
 	}
+	c.connectedAt = time.Now()
+	c.closeSig = make(chan struct{})
 	c.log = b.log.With(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
@@ -164,6 +183,7 @@ func (c *conn) run() error {
 		return c.fail(err)
 	}
 	for {
+		c.throttle()
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return c.fail(err)
@@ -257,6 +277,7 @@ func (c *conn) sendClose(ae *amqp.Error) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	close(c.closeSig)
 	c.send(0, ae.ConnectionClose())
 	d := time.Now().Add(closeTimeout)
 	c.rd.until.Store(d.UnixNano())
@@ -385,7 +406,7 @@ func (c *conn) writeLoop() {
 			}
 			continue
 		case now := <-tick:
-			if now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
+			if !c.blocked.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
 				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
 				_ = c.nc.Close()
 				continue
@@ -423,7 +444,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 		}
-		o.recycle(buf)
+		o.recycle(buf, len(buf))
 		if closed {
 			return
 		}

@@ -24,6 +24,9 @@ type consumer struct {
 	starved bool
 	// chStarved is guarded by the channel's starvedMu.
 	chStarved bool
+	// timeout is the consumer timeout of its deliveries in ms, 0 for the
+	// broker's (consumer_timeout.go).
+	timeout int64
 }
 
 // Acquire implements queue.Gate: the connection's outbound cap, then
@@ -33,21 +36,36 @@ type consumer struct {
 // writer once the buffer drains (conn.starve). One refused by a limit of its
 // channel is retried by whoever lifts it (channel.kickStarved), with no
 // goroutine looking in between: a refused consumer costs nothing until then.
-func (cons *consumer) Acquire() bool {
+//
+// The outbound cap counts what is written and what this dispatch has
+// already promised (reserved) but not yet appended: the queue hands out a
+// whole batch of deliveries before any of them is written.
+func (cons *consumer) Acquire(size int) bool {
 	ch := cons.ch
 	c := ch.c
-	if c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
+	o := c.out
+	if o.pending.Load()+o.reserved.Load() > int64(c.b.cfg.OutboundCap) {
 		c.starve(cons)
 		return false
 	}
 	if cons.channelCredit() {
+		o.reserved.Add(deliveryCost(size))
 		return true
 	}
 	ch.starve(cons)
 	// The limit may have lifted before cons was recorded, and the lifter
 	// found nobody to retry: look once more. A stale record is harmless.
-	return cons.channelCredit()
+	if cons.channelCredit() {
+		o.reserved.Add(deliveryCost(size))
+		return true
+	}
+	return false
 }
+
+// deliveryCost is what a delivery of a body of size bytes is reckoned to
+// add to the outbound buffer, for the outbound cap: the body and an
+// allowance for the frames around it.
+func deliveryCost(size int) int64 { return int64(size) + 256 }
 
 // channelCredit takes one delivery's worth of the channel's limits.
 func (cons *consumer) channelCredit() bool {
@@ -121,6 +139,9 @@ func (ch *channel) qos(m *amqp.BasicQos) error {
 }
 
 func (ch *channel) consume(m *amqp.BasicConsume) error {
+	if err := ch.accessQueue(permRead, m.Queue, amqp.ClassBasic, 20); err != nil {
+		return err
+	}
 	qe, err := ch.findQueue(m.Queue, amqp.ClassBasic, 20)
 	if err != nil {
 		return err
@@ -135,12 +156,17 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 	if dup {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassBasic, 20, "attempt to reuse consumer tag '%s'", tag)
 	}
+	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
+	if err != nil {
+		return err
+	}
 	cons := &consumer{
 		Consumer: queue.Consumer{
 			Tag:       tag,
 			NoAck:     m.NoAck,
 			Exclusive: m.Exclusive,
 			Prefetch:  ch.prefetch,
+			Priority:  prio,
 		},
 		ch: ch,
 		qe: qe,
@@ -162,6 +188,8 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		return err
 	}
 	qe.hadConsumer = true
+	qe.touchLocked()
+	cons.timeout = qe.fx.set.consumerTimeout
 	ch.mu.Lock()
 	ch.consumers[tag] = cons
 	ch.mu.Unlock()
@@ -208,6 +236,7 @@ func (ch *channel) serverCancel(cons *consumer) {
 func (qe *queueEntity) removeConsumer(cons *consumer) {
 	qe.mu.Lock()
 	qe.q.RemoveConsumer(&cons.Consumer)
+	qe.touchLocked()
 	autoDelete := qe.autoDelete && qe.hadConsumer && qe.q.ConsumerCount() == 0 && !qe.deleted
 	qe.mu.Unlock()
 	if autoDelete {
@@ -228,14 +257,25 @@ func (qe *queueEntity) dispatchLocked() {
 	if qe.deleted {
 		return
 	}
-	ds := qe.q.Dispatch(qe.scratch[:0])
+	var ds []queue.Delivery
+	if qe.fx.at {
+		ds = qe.dispatchAtLocked()
+	} else {
+		ds = qe.q.Dispatch(qe.scratch[:0])
+	}
 	for i := range ds {
 		cons := ds[i].Consumer.Owner.(*consumer)
 		cons.ch.deliver(cons, qe, ds[i].Entry)
+		cons.ch.c.out.reserved.Add(-deliveryCost(ds[i].Entry.Msg.Size()))
+		qe.stats.countDelivery(ds[i].Entry.Redelivered)
 		qe.journalDelivery(cons.NoAck, ds[i].Entry)
 		ds[i] = queue.Delivery{}
 	}
 	qe.scratch = ds[:0]
+	if qe.drained != nil && qe.q.Ready() <= flowLow {
+		close(qe.drained)
+		qe.drained = nil
+	}
 }
 
 // deliver writes basic.deliver with the message to the channel's
@@ -245,7 +285,7 @@ func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !cons.NoAck {
-		ch.unacked = append(ch.unacked, pending{tag: tag, qe: qe, cons: cons, entry: e})
+		ch.unacked = append(ch.unacked, pending{tag: tag, qe: qe, cons: cons, entry: e, at: ch.c.b.ct.now.Load()})
 	}
 	o := ch.c.out
 	o.lock()
@@ -294,18 +334,25 @@ func (ch *channel) appendContentLocked(msg *queue.Message) int {
 }
 
 func (ch *channel) get(m *amqp.BasicGet) error {
+	if err := ch.accessQueue(permRead, m.Queue, amqp.ClassBasic, 70); err != nil {
+		return err
+	}
 	qe, err := ch.findQueue(m.Queue, amqp.ClassBasic, 70)
 	if err != nil {
 		return err
 	}
 	qe.mu.Lock()
-	e, ok := qe.q.Get(m.NoAck)
+	e, ok, dead := qe.getLocked(m.NoAck)
+	if dead {
+		defer qe.flushDead()
+	}
 	if !ok {
 		qe.mu.Unlock()
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
 	qe.journalDelivery(m.NoAck, e)
+	qe.stats.countGet(e.Redelivered)
 	ch.mu.Lock()
 	ch.nextTag++
 	tag := ch.nextTag
@@ -406,7 +453,7 @@ func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) e
 	if requeue {
 		ch.requeue(taken)
 	} else {
-		ch.settle(taken)
+		ch.discard(taken)
 	}
 	return nil
 }
@@ -432,6 +479,7 @@ func (ch *channel) settle(ps []pending) {
 				qc = &ps[i].cons.Consumer
 			}
 			qe.q.Settle(qc, j-i)
+			qe.stats.ack += uint64(j - i)
 			for k := i; k < j; k++ {
 				qe.vhost.b.unjournal(qe, ps[k].entry)
 			}
@@ -448,6 +496,7 @@ func (ch *channel) requeue(ps []pending) {
 	ch.releaseGlobal(ps)
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
+		dead := false
 		qe.mu.Lock()
 		for ; i < len(ps) && ps[i].qe == qe; i++ {
 			if qe.deleted {
@@ -457,10 +506,13 @@ func (ch *channel) requeue(ps []pending) {
 			if ps[i].cons != nil {
 				qc = &ps[i].cons.Consumer
 			}
-			qe.q.Return(qc, ps[i].entry)
+			dead = qe.returnLocked(qc, ps[i].entry) || dead
 		}
 		qe.dispatchLocked()
 		qe.mu.Unlock()
+		if dead {
+			qe.flushDead()
+		}
 	}
 	ch.kickStarved()
 }

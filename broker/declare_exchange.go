@@ -53,6 +53,9 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if m.Exchange == "" {
 		return accessRefusedDefault(cls, mth)
 	}
+	if err := ch.accessExchangeDeclare(m); err != nil {
+		return err
+	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
 	v.mu.Lock()
@@ -81,6 +84,7 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 			internal:   m.Internal,
 			args:       m.Arguments,
 			router:     exchange.NewRouter(kind),
+			alternate:  v.alternateFor(m.Exchange, m.Arguments),
 		}
 		v.exchanges[m.Exchange] = ex
 		v.mu.Unlock()
@@ -151,7 +155,7 @@ func sameArg(a, b any) bool {
 		y, ok := argFloat(b)
 		return ok && x == y
 	}
-	if argType(a) != argType(b) {
+	if amqp.TypeName(a) != amqp.TypeName(b) {
 		return false
 	}
 	return reflect.DeepEqual(a, b)
@@ -189,47 +193,6 @@ func argFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// argType is the field type name RabbitMQ uses for v.
-func argType(v any) string {
-	switch v.(type) {
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64, int:
-		return "long"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case string:
-		return "longstr"
-	case []byte:
-		return "binary"
-	case time.Time:
-		return "timestamp"
-	case []any:
-		return "array"
-	case amqp.Table, map[string]any:
-		return "table"
-	case nil:
-		return "void"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 // describeArg formats an argument as rabbit_misc:val/1.
 func describeArg(v any, present bool) string {
 	if !present {
@@ -246,7 +209,7 @@ func describeArg(v any, present bool) string {
 	default:
 		s = fmt.Sprint(v)
 	}
-	return fmt.Sprintf("the value '%s' of type '%s'", s, argType(v))
+	return fmt.Sprintf("the value '%s' of type '%s'", s, amqp.TypeName(v))
 }
 
 // checkName enforces the 255-byte limit on names (shortstr already does,
@@ -267,6 +230,9 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	if strings.HasPrefix(m.Exchange, "amq.") {
 		return amqp.Errorf(amqp.AccessRefused, cls, mth,
 			"deletion of system exchange '%s' in vhost '%s' not allowed", m.Exchange, v.name)
+	}
+	if err := ch.accessExchangeDelete(m.Exchange); err != nil {
+		return err
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
@@ -293,6 +259,9 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 		mth = 40
 	}
 	v := ch.c.vhost
+	if err := ch.accessExchangeBind(dest, src, key, cls, mth); err != nil {
+		return err
+	}
 	if dest == "" || src == "" {
 		return accessRefusedDefault(cls, mth)
 	}

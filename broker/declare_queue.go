@@ -87,6 +87,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if err := checkName(name, cls, mth); err != nil {
 		return err
 	}
+	if err := ch.accessQueueDeclare(name, m.Arguments); err != nil {
+		return err
+	}
 	// RabbitMQ: exclusive queues are never durable.
 	durable := m.Durable && !m.Exclusive
 	ch.c.b.defMu.Lock()
@@ -102,8 +105,20 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			return err
 		}
 		ch.lastQueue = name
+		qe.touch()
 		ch.declareOk(m.NoWait, qe)
 		return nil
+	}
+	if err := v.queueLimitLocked(name); err != nil {
+		v.mu.Unlock()
+		return err
+	}
+	// RabbitMQ checks the arguments of a new queue only (an existing one
+	// is compared for equivalence instead).
+	settings, err := parseQueueArgs(name, v.name, m.Arguments)
+	if err != nil {
+		v.mu.Unlock()
+		return err
 	}
 	qe = &queueEntity{
 		name:       name,
@@ -112,13 +127,14 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		exclusive:  m.Exclusive,
 		autoDelete: m.AutoDelete,
 		args:       m.Arguments,
-		q:          queue.New(),
 	}
+	qe.initFeatures(v.withPolicies(name, m.Arguments, settings))
 	if m.Exclusive {
 		qe.owner = ch.c
 	}
 	v.queues[name] = qe
 	v.mu.Unlock()
+	qe.armUnused()
 	if err := ch.c.b.saveQueue(v, qe); err != nil {
 		return amqp.Errorf(amqp.InternalError, cls, mth, "storing queue: %v", err)
 	}
@@ -183,6 +199,9 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 			key = qname
 		}
 	}
+	if err := ch.accessQueueBind(qname, xname, key, cls, mth); err != nil {
+		return err
+	}
 	if xname == "" {
 		return accessRefusedDefault(cls, mth)
 	}
@@ -229,6 +248,9 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 }
 
 func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
+	if err := ch.accessQueue(permRead, m.Queue, amqp.ClassQueue, 30); err != nil {
+		return err
+	}
 	qe, err := ch.findQueue(m.Queue, amqp.ClassQueue, 30)
 	if err != nil {
 		return err
@@ -244,6 +266,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 
 func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 	const cls, mth = amqp.ClassQueue, 40
+	if err := ch.accessQueue(permConfigure, m.Queue, cls, mth); err != nil {
+		return err
+	}
 	v := ch.c.vhost
 	name, err := ch.expandQueueName(m.Queue, cls, mth)
 	if err != nil {
@@ -293,6 +318,8 @@ func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error
 		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
 	}
 	qe.deleted = true
+	qe.stopTimersLocked()
+	v.b.mgmt.retire(qe.stats)
 	n := qe.q.Ready()
 	var conss []*consumer
 	for _, c := range qe.q.Consumers() {

@@ -7,7 +7,9 @@
 // Each connection has exactly two goroutines: a reader (conn.serve), which
 // reads frames and runs every channel of the connection, and a writer
 // (outbound.run), which writes what the reader and the queues append to the
-// connection's outbound buffer. Queues have no goroutine: whoever changes a
+// connection's outbound buffer. Besides, Serve runs one accept loop per
+// listener (AMQP, and amqps when configured) and the resource monitor
+// (alarm.go), and waits for them. Queues have no goroutine: whoever changes a
 // queue (a publisher's reader, a consumer's reader acknowledging, a writer
 // that found room again) dispatches its deliveries while holding its lock.
 //
@@ -17,7 +19,9 @@
 //
 //	Broker.mu → vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
-// conn.starvedMu and channel.starvedMu are leaf locks. Nothing blocks, does I/O, or waits on a Go
-// channel while holding any of them; the writer does its socket writes with
-// no lock held.
+// conn.starvedMu, channel.starvedMu and alarms.mu are leaf locks.
+// Permission checks (access.go) take Broker.mu alone, with no other lock
+// held, before the handler takes any. Nothing blocks, does I/O, or waits on
+// a Go channel while holding any of them; the writer does its socket writes
+// with no lock held.
 package broker

@@ -86,6 +86,7 @@ func (b *Broker) recover() error {
 		vh.storeID = v.ID
 		b.vhosts[v.Name] = vh
 	}
+	b.recoverPolicies(defs.Policies)
 	for _, u := range defs.Users {
 		b.users[u.Name] = &user{name: u.Name, hash: u.PasswordHash, algorithm: u.HashAlgorithm, tags: u.Tags, storeID: u.ID}
 	}
@@ -102,6 +103,7 @@ func (b *Broker) recover() error {
 		v.exchanges[ex.Name] = &exchangeEntity{
 			name: ex.Name, kind: kind, durable: true, autoDelete: ex.AutoDelete, internal: ex.Internal,
 			args: decodeArgs(ex.Args), router: exchange.NewRouter(kind), storeID: ex.ID,
+			alternate: v.alternateFor(ex.Name, decodeArgs(ex.Args)),
 		}
 	}
 	for _, q := range defs.Queues {
@@ -115,18 +117,23 @@ func (b *Broker) recover() error {
 		}
 		qe := &queueEntity{
 			name: q.Name, vhost: v, durable: true, autoDelete: q.AutoDelete,
-			args: decodeArgs(q.Args), q: queue.New(), storeID: q.ID,
+			args: decodeArgs(q.Args), storeID: q.ID,
 		}
+		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		v.queues[q.Name] = qe
+		now := nowMs()
 		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
+			_, prio := peekModePriority(m.Header)
+			msg := &queue.Message{
+				Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+				Header: m.Header, Body: m.Body, Persistent: true, Priority: prio,
+			}
 			qe.q.Restore(queue.Entry{
-				Msg: &queue.Message{
-					Exchange: m.Exchange, RoutingKey: m.RoutingKey,
-					Header: m.Header, Body: m.Body, Persistent: true,
-				},
+				Msg:         msg,
 				Seq:         seq,
 				Redelivered: m.Deliveries > 0,
 				Deliveries:  m.Deliveries,
+				Expires:     qe.recoveredExpiry(msg, now),
 			})
 			return nil
 		})
@@ -137,6 +144,8 @@ func (b *Broker) recover() error {
 			b.log.Warn("skipped corrupt message records", zap.String("queue", q.Name), zap.Int("count", stats.Corrupt))
 		}
 		b.log.Debug("recovered queue", zap.String("queue", q.Name), zap.Int("messages", stats.Messages))
+		qe.armExpiryLocked()
+		qe.armUnusedLocked()
 	}
 	for _, bd := range defs.Bindings {
 		v := b.vhosts[bd.VHost]

@@ -57,6 +57,9 @@ const (
 func (c *conn) handshake() error {
 	// RabbitMQ's handshake_timeout bounds the whole handshake.
 	c.rd.until.Store(time.Now().Add(c.b.cfg.HandshakeTimeout).UnixNano())
+	if err := c.tlsHandshake(); err != nil {
+		return err
+	}
 	var hdr [8]byte
 	if _, err := io.ReadFull(&c.rd, hdr[:]); err != nil {
 		return err
@@ -75,7 +78,7 @@ func (c *conn) handshake() error {
 		VersionMajor:     0,
 		VersionMinor:     9,
 		ServerProperties: serverProperties(),
-		Mechanisms:       saslMechanisms,
+		Mechanisms:       c.mechanisms(),
 		Locales:          "en_US",
 	})
 
@@ -88,24 +91,11 @@ func (c *conn) handshake() error {
 	if caps, ok := c.clientProps["capabilities"].(amqp.Table); ok {
 		c.capCancelNotify, _ = caps["consumer_cancel_notify"].(bool)
 		c.capAuthFailure, _ = caps["authentication_failure_close"].(bool)
+		c.capBlocked, _ = caps["connection.blocked"].(bool)
 	}
-	if startOk.Mechanism != "PLAIN" && startOk.Mechanism != "AMQPLAIN" {
-		return silent(amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11,
-			"unknown authentication mechanism '%s'", startOk.Mechanism))
-	}
-	username, password, err := parseSASL(startOk.Mechanism, []byte(startOk.Response))
+	u, err := c.login(startOk)
 	if err != nil {
-		return silent(err)
-	}
-	u := c.b.authenticate(username, password)
-	if u == nil {
-		c.log.Info("authentication failed", zap.String("user", username), zap.String("mechanism", startOk.Mechanism))
-		if c.capAuthFailure {
-			return amqp.Errorf(amqp.AccessRefused, 0, 0,
-				"Login was refused using authentication mechanism %s. For details see the broker logfile.", startOk.Mechanism)
-		}
-		return silent(amqp.Errorf(amqp.AccessRefused, amqp.ClassConnection, 11,
-			"%s login refused: user '%s' - invalid credentials", startOk.Mechanism, username))
+		return err
 	}
 	c.user = u
 
@@ -141,10 +131,10 @@ func (c *conn) handshake() error {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 40,
 			"access to vhost '%s' refused for user '%s'", v.name, u.name)
 	}
+	if err := c.b.admitConn(c, v.name, u.name); err != nil {
+		return err
+	}
 	c.vhost = v
-	c.b.mu.Lock()
-	c.vhostNm, c.userNm = v.name, u.name
-	c.b.mu.Unlock()
 	c.log = c.log.With(zap.String("vhost", v.name), zap.String("user", u.name))
 	c.send(0, &amqp.ConnectionOpenOk{})
 	c.rd.until.Store(0)

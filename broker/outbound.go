@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// maxSpare is the largest write buffer a connection keeps for reuse.
+const maxSpare = 8 << 20
+
 // bigBody is the body size from which a delivery's body is written from
 // the message itself (vectored write) instead of being copied into the
 // outbound buffer.
@@ -23,7 +26,10 @@ type outbound struct {
 	// pending counts bytes in buf and segs; read without mu by credit
 	// checks.
 	pending atomic.Int64
-	closed  bool
+	// reserved counts bytes promised to deliveries a queue is handing out
+	// but has not appended yet (see consumer.Acquire).
+	reserved atomic.Int64
+	closed   bool
 
 	signal chan struct{}
 	// spare is the writer's previous buffer, reused for the next batch.
@@ -76,10 +82,12 @@ func (o *outbound) take() (net.Buffers, []byte, bool) {
 	return segs, buf, closed
 }
 
-// recycle returns a written buffer for reuse.
-func (o *outbound) recycle(buf []byte) {
-	if cap(buf) > 256<<10 {
-		return // let an unusually large buffer go
+// recycle returns a written buffer for reuse, so that a busy connection
+// does not grow a new buffer for every batch. A buffer much larger than
+// what was just written goes, so an idle connection does not keep one.
+func (o *outbound) recycle(buf []byte, written int) {
+	if c := cap(buf); c > maxSpare || (c > 64<<10 && written < c/8) {
+		return
 	}
 	o.mu.Lock()
 	if o.spare == nil {

@@ -129,6 +129,9 @@ func (ch *channel) finishPublish() error {
 		Persistent: mode == 2,
 		Priority:   prio,
 	}
+	if err := ch.accessPublish(p.exchange); err != nil {
+		return err
+	}
 	v := ch.c.vhost
 	v.mu.RLock()
 	ex := v.exchanges[p.exchange]
@@ -140,7 +143,13 @@ func (ch *channel) finishPublish() error {
 		return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
 			"cannot publish to internal exchange '%s' in vhost '%s'", p.exchange, v.name)
 	}
+	if err := ch.accessPublishTopic(ex, p.routingKey); err != nil {
+		return err
+	}
 	if err := ch.checkUserID(p.header); err != nil {
+		return err
+	}
+	if err := checkExpiration(p.header); err != nil {
 		return err
 	}
 	if ch.tx {
@@ -181,10 +190,21 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 	targets := v.routeLocked(ex, msg.RoutingKey, func() amqp.Table { return headersOf(msg.Header) }, ch.targets[:0])
 	v.mu.RUnlock()
 	routed := false
+	var throttle chan struct{}
+	// Queues with TTLs, limits or a dead-letter exchange take the clock
+	// (read once per publish) and may leave dead letters (expiry.go).
+	ttl, now := messageTTL(msg.Header), int64(0)
+	var dead []*queueEntity
 	for i, qe := range targets {
 		qe.mu.Lock()
-		if !qe.deleted {
+		if !qe.deleted && (ttl >= 0 || qe.fx.at) {
+			if ch.publishAtLocked(qe, msg, ttl, &now, confirmSeq) {
+				dead = append(dead, qe)
+			}
+			routed = true
+		} else if !qe.deleted {
 			seq := qe.q.Publish(msg)
+			qe.stats.publish++
 			if confirmSeq != 0 && qe.durable && msg.Persistent && ch.c.b.cfg.Store != nil {
 				ch.confirms.hold(confirmSeq)
 				ch.c.b.journal(qe, seq, msg, func(err error) { ch.journaled(confirmSeq, err) })
@@ -193,11 +213,20 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 			}
 			qe.dispatchLocked()
 			routed = true
+			if throttle == nil && qe.q.Ready() > flowHigh && qe.q.ConsumerCount() > 0 {
+				throttle = qe.drainedLocked()
+			}
 		}
 		qe.mu.Unlock()
 		targets[i] = nil
 	}
 	ch.targets = targets[:0]
+	for _, qe := range dead {
+		qe.flushDead()
+	}
+	if throttle != nil {
+		ch.c.holdPublisher(throttle)
+	}
 	if !routed {
 		ch.returnUnroutable(mandatory, msg)
 	}
@@ -264,8 +293,10 @@ func (ch *channel) txCommit() error {
 		}
 	}
 	for _, a := range acks {
-		if a.ack || !a.requeue {
+		if a.ack {
 			ch.settle(a.ps)
+		} else if !a.requeue {
+			ch.discard(a.ps)
 		} else {
 			ch.requeue(a.ps)
 		}

@@ -23,6 +23,8 @@ type vhost struct {
 	mu        sync.RWMutex
 	exchanges map[string]*exchangeEntity
 	queues    map[string]*queueEntity
+	// policies are the vhost's policies (policy.go).
+	policies policySet
 }
 
 // exchangeEntity is a declared exchange.
@@ -37,6 +39,9 @@ type exchangeEntity struct {
 	router exchange.Router
 	// storeID is the id of the exchange's store record (0 = none).
 	storeID uint64
+	// alternate is the alternate exchange, from the alternate-exchange
+	// argument or a policy ("" = none; vhost.mu).
+	alternate string
 }
 
 // queueEntity is a declared queue and the lock that serialises its state.
@@ -61,6 +66,14 @@ type queueEntity struct {
 	// storeID is the id of the queue's store record (0 = none).
 	storeID uint64
 	scratch []queue.Delivery
+	// drained, when not nil, is closed once the queue's backlog falls
+	// below flowLow: publishers held back by flow control wait on it.
+	drained chan struct{}
+	// stats counts what passed through the queue, for management (mu).
+	stats queueStats
+	// fx is the queue's arguments and policies as the broker applies them,
+	// and their timers (queueargs.go; mu).
+	fx queueFeatures
 }
 
 func newVHost(b *Broker, name string) *vhost {
@@ -117,6 +130,13 @@ func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.
 			hdrsDone = true
 		}
 		ds := e.router.Route(key, hdrs, dests[:0])
+		if len(ds) == 0 && e.alternate != "" {
+			// An exchange that routes nowhere hands the message to its
+			// alternate exchange (rabbit_exchange:process_alternate).
+			if x := v.exchanges[e.alternate]; x != nil && !containsEx(visited, x) {
+				stack = append(stack, x)
+			}
+		}
 		for _, d := range ds {
 			switch d.Kind {
 			case exchange.DestQueue:

@@ -3,11 +3,12 @@ package queue
 // Gate is a limit that lives outside the queue and is shared by several
 // consumers: a channel-wide prefetch, channel.flow, or the outbound buffer
 // of the consumer's connection. The queue asks it once per delivery it is
-// about to make; Acquire reserves room for one delivery or reports that
-// there is none, in which case the owner of the gate must call the queue's
-// Dispatch again once room appears.
+// about to make, with the body size of the message it would deliver;
+// Acquire reserves room for that delivery or reports that there is none,
+// in which case the owner of the gate must call the queue's Dispatch again
+// once room appears.
 type Gate interface {
-	Acquire() bool
+	Acquire(size int) bool
 }
 
 // Consumer is one basic.consume on a queue.
@@ -43,10 +44,10 @@ func (c *Consumer) hasCredit() bool {
 	return c.Prefetch == 0 || c.unacked < c.Prefetch
 }
 
-// take reports whether c can receive one delivery now, reserving room in
-// its gate if it can.
-func (c *Consumer) take() bool {
-	return c.hasCredit() && (c.Gate == nil || c.Gate.Acquire())
+// take reports whether c can receive one delivery of size bytes now,
+// reserving room in its gate if it can.
+func (c *Consumer) take(size int) bool {
+	return c.hasCredit() && (c.Gate == nil || c.Gate.Acquire(size))
 }
 
 // group is the consumers of one priority, in registration order, with
@@ -139,7 +140,7 @@ func (q *Queue) pickByPriority() *Consumer {
 		n := len(g.cs)
 		for i := 0; i < n; i++ {
 			cand := g.cs[(g.cursor+i)%n]
-			if cand.take() {
+			if cand.take(q.headSize()) {
 				g.cursor = (g.cursor + i + 1) % n
 				return cand
 			}

@@ -114,6 +114,15 @@ func (q *Queue) remove(l *lane) slot {
 	return e
 }
 
+// headSize is the body size of the entry take would return; the queue
+// must have a ready entry.
+func (q *Queue) headSize() int {
+	if q.hiReady == 0 && len(q.base.requeued) == 0 {
+		return q.base.ready.front().msg.Size()
+	}
+	return q.next().head().msg.Size()
+}
+
 // take removes the next ready entry in queue order, counting a delivery.
 func (q *Queue) take() slot {
 	var e slot
@@ -188,9 +197,10 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 	n := len(q.consumers)
 	for q.Ready() > 0 {
 		var c *Consumer
+		size := q.headSize()
 		for i := 0; i < n; i++ {
 			cand := q.consumers[(q.cursor+i)%n]
-			if !cand.hasCredit() || (cand.Gate != nil && !cand.Gate.Acquire()) {
+			if !cand.hasCredit() || (cand.Gate != nil && !cand.Gate.Acquire(size)) {
 				continue
 			}
 			c = cand
@@ -215,7 +225,7 @@ func (q *Queue) pickRoundRobin() *Consumer {
 	n := len(q.consumers)
 	for i := 0; i < n; i++ {
 		cand := q.consumers[(q.cursor+i)%n]
-		if cand.take() {
+		if cand.take(q.headSize()) {
 			q.cursor = (q.cursor + i + 1) % n
 			return cand
 		}

@@ -28,7 +28,7 @@ func equal(a, b []string) bool {
 
 type gate struct{ open bool }
 
-func (g *gate) Acquire() bool { return g.open }
+func (g *gate) Acquire(int) bool { return g.open }
 
 func TestDispatch(t *testing.T) {
 	tests := []struct {

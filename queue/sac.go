@@ -18,7 +18,7 @@ func (q *Queue) ActiveConsumer() *Consumer {
 
 // pickActive returns the active consumer if it can take a delivery now.
 func (q *Queue) pickActive() *Consumer {
-	if c := q.consumers[0]; c.take() {
+	if c := q.consumers[0]; c.take(q.headSize()) {
 		return c
 	}
 	return nil

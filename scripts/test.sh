@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Warren's full check: installs what the interoperability tests need, then
 # runs gofmt, go vet, the generated-code check, every test under -race, and
-# a short fuzz smoke of the codec. Run from anywhere: bash scripts/test.sh
+# a short fuzz smoke of the codec and of a connection. Run from anywhere:
+# bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,9 +45,10 @@ step "tests (-race)"
 go test -race -count=1 -timeout 15m ./...
 
 step "fuzz smoke"
-for f in FuzzReadFrame FuzzDecodeMethod FuzzDecodeTable FuzzDecodeContentHeader; do
-  go test ./amqp/ -run '^$' -fuzz "^${f}\$" -fuzztime 10s -parallel 2 >/dev/null
-  echo "$f: ok"
+for target in amqp:FuzzReadFrame amqp:FuzzDecodeMethod amqp:FuzzDecodeTable amqp:FuzzDecodeContentHeader broker:FuzzConn; do
+  pkg=${target%%:*} f=${target#*:}
+  go test "./${pkg}/" -run '^$' -fuzz "^${f}\$" -fuzztime 10s -parallel 2 >/dev/null
+  echo "$pkg $f: ok"
 done
 echo
 echo "all checks passed"

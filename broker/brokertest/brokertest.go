@@ -21,7 +21,9 @@ type Server struct {
 	URL string
 	// Addr is host:port of the AMQP listener.
 	Addr string
-	done chan error
+	// TLSAddr is host:port of the amqps listener, when cfg has TLS.
+	TLSAddr string
+	done    chan error
 }
 
 // Start runs a broker for the duration of the test; cfg may be nil. The
@@ -34,6 +36,9 @@ func Start(t testing.TB, cfg *broker.Config) *Server {
 		c = *cfg
 	}
 	c.AMQPAddr = "127.0.0.1:0"
+	if c.TLS != nil {
+		c.AMQPSAddr = "127.0.0.1:0"
+	}
 	if c.Logger == nil {
 		c.Logger = zaptest.NewLogger(t)
 	}
@@ -54,6 +59,9 @@ func Start(t testing.TB, cfg *broker.Config) *Server {
 		t.Fatalf("brokertest: %v", err)
 	}
 	s := &Server{Broker: b, Addr: b.Addr().String(), done: make(chan error, 1)}
+	if a := b.AMQPSAddr(); a != nil {
+		s.TLSAddr = a.String()
+	}
 	s.URL = fmt.Sprintf("amqp://guest:guest@%s", s.Addr)
 	go func() { s.done <- b.Serve(context.Background()) }()
 	t.Cleanup(func() {

@@ -34,6 +34,7 @@ func benchCommand() *cli.Command {
 func benchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "uri", Value: "amqp://guest:guest@localhost:5672", Usage: "broker URI"},
+		&cli.StringFlag{Name: "client", Value: benchClientRaw, Usage: "AMQP client of the producers and consumers: raw (Warren's codec, batched writes, cheapest) or amqp091 (github.com/rabbitmq/amqp091-go); topology and --connect-only always use amqp091"},
 		&cli.IntFlag{Name: "producers", Aliases: []string{"x"}, Value: 1, Usage: "producer count"},
 		&cli.IntFlag{Name: "consumers", Aliases: []string{"y"}, Value: 1, Usage: "consumer count"},
 		&cli.IntFlag{Name: "queues", Value: 1, Usage: "queue count; producer and consumer i use queue i mod queues"},
@@ -96,6 +97,7 @@ func runBenchCommand(cc *cli.Context) error {
 	}
 	cfg := benchConfig{
 		URI:                cc.String("uri"),
+		Client:             cc.String("client"),
 		Producers:          cc.Int("producers"),
 		Consumers:          cc.Int("consumers"),
 		Queues:             cc.Int("queues"),

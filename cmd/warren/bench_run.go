@@ -39,6 +39,7 @@ const benchMinSize = 16
 // benchConfig is one load run, filled from the bench command's flags.
 type benchConfig struct {
 	URI           string
+	Client        string // benchClientRaw ("" too) or benchClientAMQP091
 	Producers     int
 	Consumers     int
 	Queues        int
@@ -70,6 +71,8 @@ type benchConfig struct {
 
 func (cfg *benchConfig) validate() error {
 	switch {
+	case cfg.Client != "" && cfg.Client != benchClientRaw && cfg.Client != benchClientAMQP091:
+		return fmt.Errorf("--client %q: want %s or %s", cfg.Client, benchClientRaw, benchClientAMQP091)
 	case cfg.ConnectOnly < 0:
 		return fmt.Errorf("--connect-only %d: want >= 0", cfg.ConnectOnly)
 	case cfg.ConnectOnly > 0:
@@ -116,7 +119,10 @@ type benchResult struct {
 type benchProducer struct {
 	sent, confirmed, nacked atomic.Uint64
 	_                       [40]byte
-	ch                      *amqp.Channel
+	ch                      *amqp.Channel // --client amqp091
+	raw                     *rawChannel   // --client raw
+	rawMsg                  []byte        // the frames of one publish (raw)
+	rawBody                 int           // where the body starts in rawMsg
 	route                   benchRoute
 }
 
@@ -124,9 +130,30 @@ type benchConsumer struct {
 	received atomic.Uint64
 	last     atomic.Int64 // UnixNano of the latest delivery
 	_        [48]byte
-	ch       *amqp.Channel
+	ch       *amqp.Channel // --client amqp091
+	raw      *rawChannel   // --client raw
 	queue    string
 	hist     latencyHist
+}
+
+// benchClient runs the producers and consumers of a benchRun on the
+// connections of one client library.
+type benchClient interface {
+	// open dials the connections and opens a channel per producer and
+	// consumer, set up (confirm mode, qos) and added to the run, not yet
+	// running. It returns the number of connections opened, to be closed
+	// by close even on error.
+	open() (int, error)
+	// consume starts the consumers, with what runs them in wg.
+	consume(wg *sync.WaitGroup) error
+	// produce runs one producer until the run stops or it is done.
+	produce(p *benchProducer)
+	// abort fails the sockets under producers stuck in a write.
+	abort()
+	// stopConsumers ends the consumers and waits for wg.
+	stopConsumers(wg *sync.WaitGroup)
+	// close closes every connection.
+	close()
 }
 
 // benchRun holds the state shared by one run's goroutines.
@@ -155,6 +182,12 @@ func (r *benchRun) fail(err error) {
 		r.firstErr = err
 	}
 	r.errMu.Unlock()
+}
+
+func (r *benchRun) producerDone() {
+	if r.producing.Add(-1) == 0 {
+		r.producedEnd.Store(time.Now().UnixNano())
+	}
 }
 
 func benchDial(uri, name string) (*amqp.Connection, error) {
@@ -197,31 +230,27 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 	_ = ach.Close()
 	defer topo.teardown(admin, &cfg)
 
+	var cl benchClient = &rawClient{r: r}
+	if cfg.Client == benchClientAMQP091 {
+		cl = &amqp091Client{r: r}
+	}
 	connStart := time.Now()
-	conns, err := r.open()
-	defer func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
+	nconns, err := cl.open()
+	defer cl.close()
 	if err != nil {
 		return benchResult{}, err
 	}
-	res := benchResult{Connect: time.Since(connStart), Connections: len(conns) + 1, QueueDepth: -1}
+	res := benchResult{Connect: time.Since(connStart), Connections: nconns + 1, QueueDepth: -1}
 
 	var consumersWG, producersWG sync.WaitGroup
 	r.start = time.Now()
-	for _, c := range r.consumers {
-		deliveries, err := c.ch.Consume(c.queue, "", cfg.AutoAck, false, false, false, nil)
-		if err != nil {
-			r.stopConsumers(&consumersWG)
-			return benchResult{}, fmt.Errorf("consume %q: %w", c.queue, err)
-		}
-		consumersWG.Go(func() { r.consume(c, deliveries) })
+	if err := cl.consume(&consumersWG); err != nil {
+		cl.stopConsumers(&consumersWG)
+		return benchResult{}, err
 	}
 	r.producing.Store(int64(len(r.producers)))
 	for _, p := range r.producers {
-		producersWG.Go(func() { r.produce(p) })
+		producersWG.Go(func() { cl.produce(p) })
 	}
 	rep := newBenchReporter(r)
 	reporterDone := make(chan struct{})
@@ -236,16 +265,14 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 		// an alarm): fail the sockets so the producers return.
 		r.fail(fmt.Errorf("producers still blocked %v after the stop; connections closed", benchStopGrace))
 		r.forced.Store(true)
-		for _, c := range conns {
-			_ = c.CloseDeadline(time.Now())
-		}
+		cl.abort()
 		producersWG.Wait()
 	}
 	end := time.Now()
 	if len(r.producers) > 0 {
 		res.QueueDepth = topo.depth(admin)
 	}
-	r.stopConsumers(&consumersWG)
+	cl.stopConsumers(&consumersWG)
 	close(stopReporter)
 	<-reporterDone
 	rep.flush()
@@ -280,34 +307,38 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 	return res, nil
 }
 
-// open dials the connections and opens one channel per producer and
-// consumer, set up (confirm mode, qos) but not yet running. The returned
-// connections are to be closed by the caller even on error.
-func (r *benchRun) open() ([]*amqp.Connection, error) {
-	cfg := r.cfg
+// amqp091Client is --client amqp091: producers and consumers on
+// github.com/rabbitmq/amqp091-go.
+type amqp091Client struct {
+	r     *benchRun
+	conns []*amqp.Connection
+}
+
+func (ac *amqp091Client) open() (int, error) {
+	r, cfg := ac.r, ac.r.cfg
 	workers := cfg.Producers + cfg.Consumers
 	n := cfg.Connections
 	if n == 0 || n > workers {
 		n = workers
 	}
-	conns := make([]*amqp.Connection, 0, n)
 	for i := range n {
 		c, err := benchDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i))
 		if err != nil {
-			return conns, fmt.Errorf("connect: %w", err)
+			return len(ac.conns), fmt.Errorf("connect: %w", err)
 		}
-		conns = append(conns, c)
+		ac.conns = append(ac.conns, c)
 	}
+	conns := ac.conns
 	for w := range workers {
 		ch, err := conns[w%n].Channel()
 		if err != nil {
-			return conns, fmt.Errorf("open channel: %w", err)
+			return n, fmt.Errorf("open channel: %w", err)
 		}
 		if w < cfg.Producers {
 			p := &benchProducer{ch: ch, route: r.topo.routes[w]}
 			if cfg.Confirm > 0 {
 				if err := ch.Confirm(false); err != nil {
-					return conns, fmt.Errorf("confirm.select: %w", err)
+					return n, fmt.Errorf("confirm.select: %w", err)
 				}
 			}
 			r.producers = append(r.producers, p)
@@ -315,13 +346,38 @@ func (r *benchRun) open() ([]*amqp.Connection, error) {
 		}
 		if cfg.Prefetch > 0 {
 			if err := ch.Qos(cfg.Prefetch, 0, false); err != nil {
-				return conns, fmt.Errorf("basic.qos: %w", err)
+				return n, fmt.Errorf("basic.qos: %w", err)
 			}
 		}
 		q := r.topo.queues[(w-cfg.Producers)%len(r.topo.queues)]
 		r.consumers = append(r.consumers, &benchConsumer{ch: ch, queue: q})
 	}
-	return conns, nil
+	return n, nil
+}
+
+func (ac *amqp091Client) consume(wg *sync.WaitGroup) error {
+	for _, c := range ac.r.consumers {
+		deliveries, err := c.ch.Consume(c.queue, "", ac.r.cfg.AutoAck, false, false, false, nil)
+		if err != nil {
+			return fmt.Errorf("consume %q: %w", c.queue, err)
+		}
+		wg.Go(func() { ac.r.consume(c, deliveries) })
+	}
+	return nil
+}
+
+func (ac *amqp091Client) produce(p *benchProducer) { ac.r.produce(p) }
+
+func (ac *amqp091Client) abort() {
+	for _, c := range ac.conns {
+		_ = c.CloseDeadline(time.Now())
+	}
+}
+
+func (ac *amqp091Client) close() {
+	for _, c := range ac.conns {
+		_ = c.Close()
+	}
 }
 
 // wait returns when the run is over: ctx is done, the duration has passed,
@@ -400,10 +456,12 @@ func (r *benchRun) expected() (uint64, bool) {
 
 // stopConsumers closes the consumers' channels, which ends their delivery
 // loops, and waits for them.
-func (r *benchRun) stopConsumers(wg *sync.WaitGroup) {
-	r.consumersDone.Store(true)
-	for _, c := range r.consumers {
-		_ = c.ch.Close()
+func (ac *amqp091Client) stopConsumers(wg *sync.WaitGroup) {
+	ac.r.consumersDone.Store(true)
+	for _, c := range ac.r.consumers {
+		if c.ch != nil {
+			_ = c.ch.Close()
+		}
 	}
 	wg.Wait()
 }
@@ -412,11 +470,7 @@ func (r *benchRun) stopConsumers(wg *sync.WaitGroup) {
 // sent. The first 16 bytes are rewritten in place for each message.
 func (r *benchRun) produce(p *benchProducer) {
 	cfg := r.cfg
-	defer func() {
-		if r.producing.Add(-1) == 0 {
-			r.producedEnd.Store(time.Now().UnixNano())
-		}
-	}()
+	defer r.producerDone()
 	body := make([]byte, cfg.Size)
 	msg := amqp.Publishing{Body: body, Headers: p.route.headers, DeliveryMode: amqp.Transient}
 	if cfg.Persistent {

@@ -65,7 +65,7 @@ type child struct {
 // time the broker binds it. The process is killed at cleanup.
 func startWarren(t *testing.T, bin, dataDir string) *child {
 	t.Helper()
-	cmd := exec.Command(bin, "--amqp-addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
+	cmd := exec.Command(bin, "--amqp-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--data-dir", dataDir, "--log-format", "json")
 	logs := &lockedBuffer{}
 	cmd.Stdout = logs
 	stderr, err := cmd.StderrPipe()

@@ -3,10 +3,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,12 +40,12 @@ func newApp() *cli.App {
 		Version:  broker.Version,
 		Flags:    serverFlags(),
 		Action:   runServer,
-		Commands: []*cli.Command{server, benchCommand()},
+		Commands: []*cli.Command{server, benchCommand(), ctlCommand()},
 	}
 }
 
 func serverFlags() []cli.Flag {
-	return []cli.Flag{
+	return append(webFlags(), []cli.Flag{
 		&cli.StringFlag{Name: "amqp-addr", Value: ":5672", EnvVars: []string{"WARREN_AMQP_ADDR"}, Usage: "AMQP listen address"},
 		&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"WARREN_DATA_DIR"}, Usage: "directory for the broker's data"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"WARREN_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
@@ -55,7 +57,35 @@ func serverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "default-user", Value: "guest", EnvVars: []string{"WARREN_DEFAULT_USER"}, Usage: "user created at first start"},
 		&cli.StringFlag{Name: "default-pass", Value: "guest", EnvVars: []string{"WARREN_DEFAULT_PASS"}, Usage: "password of the default user"},
 		&cli.StringFlag{Name: "pprof-addr", EnvVars: []string{"WARREN_PPROF_ADDR"}, Usage: "serve net/http/pprof on this address (empty = off)"},
+		&cli.StringFlag{Name: "config", EnvVars: []string{"WARREN_CONFIG"}, Usage: "configuration file of key = value lines, named as the flags"},
+		&cli.StringFlag{Name: "default-vhost", Value: "/", EnvVars: []string{"WARREN_DEFAULT_VHOST"}, Usage: "vhost created at first start"},
+		&cli.StringFlag{Name: "loopback-users", Value: "guest", EnvVars: []string{"WARREN_LOOPBACK_USERS"}, Usage: "comma-separated users who may connect only from loopback addresses (empty = none)"},
+		&cli.DurationFlag{Name: "handshake-timeout", Value: 10 * time.Second, EnvVars: []string{"WARREN_HANDSHAKE_TIMEOUT"}, Usage: "time allowed from accept to connection.open-ok"},
+		&cli.IntFlag{Name: "outbound-cap", Value: 1 << 20, EnvVars: []string{"WARREN_OUTBOUND_CAP"}, Usage: "bytes a connection may have waiting to be written before its consumers pause"},
+		&cli.StringFlag{Name: "amqps-addr", EnvVars: []string{"WARREN_AMQPS_ADDR"}, Usage: "AMQP over TLS listen address, e.g. :5671 (empty = off)"},
+		&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"WARREN_TLS_CERT"}, Usage: "PEM file of the server certificate (chain)"},
+		&cli.StringFlag{Name: "tls-key", EnvVars: []string{"WARREN_TLS_KEY"}, Usage: "PEM file of the server's private key"},
+		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"WARREN_TLS_CA"}, Usage: "PEM file of the CA certificates that sign client certificates"},
+		&cli.StringFlag{Name: "tls-verify", Value: "none", EnvVars: []string{"WARREN_TLS_VERIFY"}, Usage: "client certificates: none, optional or required"},
+		&cli.IntFlag{Name: "max-connections", EnvVars: []string{"WARREN_MAX_CONNECTIONS"}, Usage: "open connections allowed on the node (0 = no limit)"},
+		&cli.IntFlag{Name: "max-connections-per-vhost", EnvVars: []string{"WARREN_MAX_CONNECTIONS_PER_VHOST"}, Usage: "open connections allowed per vhost (0 = no limit)"},
+		&cli.IntFlag{Name: "max-connections-per-user", EnvVars: []string{"WARREN_MAX_CONNECTIONS_PER_USER"}, Usage: "open connections allowed per user (0 = no limit)"},
+		&cli.IntFlag{Name: "max-queues-per-vhost", EnvVars: []string{"WARREN_MAX_QUEUES_PER_VHOST"}, Usage: "queues allowed per vhost (0 = no limit)"},
+		&cli.Float64Flag{Name: "memory-high-watermark", Value: 0.4, EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK"}, Usage: "fraction of RAM above which publishers are blocked (negative = off)"},
+		&cli.Uint64Flag{Name: "memory-high-watermark-bytes", EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK_BYTES"}, Usage: "absolute memory limit in bytes, instead of the fraction (0 = use the fraction)"},
+		&cli.Uint64Flag{Name: "disk-free-limit", Value: 50_000_000, EnvVars: []string{"WARREN_DISK_FREE_LIMIT"}, Usage: "free bytes on the data dir's disk below which publishers are blocked"},
+	}...)
+}
+
+// loopbackUsers splits the --loopback-users list; empty means none.
+func loopbackUsers(s string) []string {
+	out := []string{}
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
 	}
+	return out
 }
 
 func newLogger(level, format string) (*zap.Logger, error) {
@@ -78,6 +108,9 @@ func newLogger(level, format string) (*zap.Logger, error) {
 }
 
 func runServer(cc *cli.Context) error {
+	if err := applyConfigFile(cc); err != nil {
+		return err
+	}
 	log, err := newLogger(cc.String("log-level"), cc.String("log-format"))
 	if err != nil {
 		return err
@@ -86,6 +119,12 @@ func runServer(cc *cli.Context) error {
 	hb := cc.Duration("heartbeat")
 	if hb == 0 {
 		hb = -1
+	}
+	var tlsCfg *tls.Config
+	if cc.String("amqps-addr") != "" {
+		if tlsCfg, err = loadTLS(cc.String("tls-cert"), cc.String("tls-key"), cc.String("tls-ca"), cc.String("tls-verify")); err != nil {
+			return err
+		}
 	}
 	st, err := store.Open(store.Config{Dir: cc.String("data-dir"), Logger: log})
 	if err != nil {
@@ -106,6 +145,21 @@ func runServer(cc *cli.Context) error {
 		DefaultUser:    cc.String("default-user"),
 		DefaultPass:    cc.String("default-pass"),
 		Logger:         log,
+
+		DefaultVHost:             cc.String("default-vhost"),
+		LoopbackUsers:            loopbackUsers(cc.String("loopback-users")),
+		HandshakeTimeout:         cc.Duration("handshake-timeout"),
+		OutboundCap:              cc.Int("outbound-cap"),
+		AMQPSAddr:                cc.String("amqps-addr"),
+		TLS:                      tlsCfg,
+		MaxConnections:           cc.Int("max-connections"),
+		MaxConnectionsPerVHost:   cc.Int("max-connections-per-vhost"),
+		MaxConnectionsPerUser:    cc.Int("max-connections-per-user"),
+		MaxQueuesPerVHost:        cc.Int("max-queues-per-vhost"),
+		MemoryHighWatermark:      cc.Float64("memory-high-watermark"),
+		MemoryHighWatermarkBytes: cc.Uint64("memory-high-watermark-bytes"),
+		DiskFreeLimit:            cc.Uint64("disk-free-limit"),
+		DataDir:                  cc.String("data-dir"),
 	})
 	if err != nil {
 		return err
@@ -117,6 +171,14 @@ func runServer(cc *cli.Context) error {
 		}
 		defer stopPprof()
 	}
+	if err := b.Listen(); err != nil {
+		return err
+	}
+	stopWeb, err := startWeb(cc, b, log)
+	if err != nil {
+		return err
+	}
+	defer stopWeb()
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Info("starting warren", zap.String("version", broker.Version), zap.String("data-dir", cc.String("data-dir")))

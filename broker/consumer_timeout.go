@@ -1,0 +1,120 @@
+package broker
+
+import (
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Consumer timeout, as RabbitMQ 4.x: a delivery to a consumer left
+// unacknowledged longer than the timeout (Config.ConsumerTimeout, or the
+// queue's x-consumer-timeout) cancels the consumer, telling the client
+// with basic.cancel, and returns its unacknowledged deliveries to their
+// queues. A delivery only records the time of a coarse clock; one
+// broker-owned ticker advances the clock and checks every channel.
+
+// consumerTimeouts is the broker's consumer timeout clock.
+type consumerTimeouts struct {
+	// now is the coarse clock in unix ms, advanced by the checker.
+	now atomic.Int64
+}
+
+// consumerTimeoutTick is how often the checker runs for a timeout of d.
+func consumerTimeoutTick(d time.Duration) time.Duration {
+	return min(max(d/4, 10*time.Millisecond), time.Second)
+}
+
+// monitorConsumerTimeouts advances the clock and checks the channels until
+// stop closes. Run by Serve.
+func (b *Broker) monitorConsumerTimeouts(stop <-chan struct{}) {
+	b.ct.now.Store(nowMs())
+	tick := time.NewTicker(consumerTimeoutTick(b.cfg.ConsumerTimeout))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		now := nowMs()
+		b.ct.now.Store(now)
+		for _, ch := range b.mgmt.channels() {
+			ch.checkConsumerTimeouts(now)
+		}
+	}
+}
+
+// checkConsumerTimeouts cancels the consumers of ch with a delivery older
+// than their timeout. Checker goroutine, no lock held.
+func (ch *channel) checkConsumerTimeouts(now int64) {
+	def := ch.c.b.cfg.ConsumerTimeout.Milliseconds()
+	var late []*consumer
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return
+	}
+	for i := range ch.unacked {
+		p := &ch.unacked[i]
+		if p.cons == nil || p.at == 0 {
+			continue
+		}
+		limit := def
+		if p.cons.timeout > 0 {
+			limit = p.cons.timeout
+		}
+		if limit <= 0 || now-p.at <= limit || containsCons(late, p.cons) {
+			continue
+		}
+		if ch.consumers[p.cons.Tag] == p.cons {
+			late = append(late, p.cons)
+		}
+	}
+	ch.mu.Unlock()
+	for _, cons := range late {
+		ch.timeOut(cons)
+	}
+}
+
+func containsCons(s []*consumer, c *consumer) bool {
+	for _, x := range s {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// timeOut cancels cons for a delivery that timed out and requeues its
+// unacknowledged deliveries. Without consumer_cancel_notify the client
+// cannot be told: RabbitMQ closes the channel then; here the consumer is
+// cancelled all the same (see the report in the package notes).
+func (ch *channel) timeOut(cons *consumer) {
+	ch.mu.Lock()
+	if ch.closed || ch.consumers[cons.Tag] != cons {
+		ch.mu.Unlock()
+		return
+	}
+	delete(ch.consumers, cons.Tag)
+	var mine []pending
+	kept := ch.unacked[:0]
+	for _, p := range ch.unacked {
+		if p.cons == cons {
+			mine = append(mine, p)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(ch.unacked[len(kept):])
+	ch.unacked = kept
+	ch.mu.Unlock()
+	ch.c.log.Info("consumer timed out", zap.String("consumer-tag", cons.Tag))
+	cons.qe.removeConsumer(cons)
+	if ch.c.capCancelNotify {
+		ch.c.send(ch.id, &amqp.BasicCancel{ConsumerTag: cons.Tag, NoWait: true})
+	}
+	ch.requeue(mine)
+}

@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Dead-lettering. The queue's state machine reports every message it
+// removes without an acknowledgement as a queue.DeadLetter: rejected
+// (reject or nack with requeue=false), expired, maxlen, delivery_limit.
+// Under the queue's lock the broker deletes the message's durable record
+// and, when the queue has a dead-letter exchange, keeps it in
+// queueFeatures.dead; once the lock is released flushDead republishes it
+// to the exchange with x-death recorded, as rabbit_dead_letter does. A
+// second queue's lock is never taken while holding the first.
+
+// maxDeadLetterDepth bounds chains of dead-letterings set off by one
+// (each hop is a queue whose publish dead-letters again).
+const maxDeadLetterDepth = 16
+
+// deadLocked deletes the durable records of dls (except that of fresh, a
+// message being published and not journaled) and keeps them for flushDead
+// when the queue has a dead-letter exchange. It reports whether flushDead
+// has work. Hold qe.mu.
+func (qe *queueEntity) deadLocked(dls []queue.DeadLetter, fresh *queue.Message) bool {
+	if len(dls) == 0 {
+		return false
+	}
+	b := qe.vhost.b
+	for i := range dls {
+		if e := dls[i].Entry; e.Msg != fresh && e.Seq != 0 {
+			b.unjournal(qe, e)
+		}
+	}
+	if !qe.fx.set.hasDLX {
+		return false
+	}
+	qe.fx.dead = append(qe.fx.dead, dls...)
+	return true
+}
+
+// flushDead routes the queue's pending dead letters to its dead-letter
+// exchange. Call with no lock held.
+func (qe *queueEntity) flushDead() {
+	qe.flushDeadDepth(0)
+}
+
+func (qe *queueEntity) flushDeadDepth(depth int) {
+	qe.mu.Lock()
+	dls := qe.fx.dead
+	qe.fx.dead = nil
+	set := qe.fx.set
+	qe.mu.Unlock()
+	if len(dls) == 0 || !set.hasDLX {
+		return
+	}
+	if depth >= maxDeadLetterDepth {
+		qe.vhost.b.log.Warn("dead-letter chain too long, dropping", zap.String("queue", qe.name), zap.Int("messages", len(dls)))
+		return
+	}
+	now := time.Now()
+	for i := range dls {
+		qe.vhost.deadLetter(qe.name, &set, &dls[i], now, depth)
+	}
+}
+
+// deadLetter republishes one dead letter of queue src to the dead-letter
+// exchange of set: x-death and the x-first/last-death headers recorded,
+// the expiration property removed (kept as original-expiration), routed
+// with x-dead-letter-routing-key or the message's own routing keys, and
+// not delivered to a queue where it would close a cycle.
+func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter, now time.Time, depth int) {
+	m := dl.Entry.Msg
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(m.Header, &h); err != nil {
+		return
+	}
+	p := &h.Properties
+	keys := []string{m.RoutingKey}
+	if cc, ok := p.Headers["CC"].([]any); ok {
+		for _, k := range cc {
+			if s, ok := k.(string); ok {
+				keys = append(keys, s)
+			}
+		}
+	}
+	death := queue.Death{Queue: src, Reason: dl.Reason, Exchange: m.Exchange, RoutingKeys: keys, Time: now}
+	if p.Flags&amqp.FlagExpiration != 0 {
+		death.OriginalExpiration = p.Expiration
+		p.Expiration = ""
+		p.Flags &^= amqp.FlagExpiration
+	}
+	p.Headers = queue.AddDeath(p.Headers, death)
+	p.Flags |= amqp.FlagHeaders
+	routeKeys := keys
+	if set.hasDLRK {
+		routeKeys = []string{set.dlrk}
+		delete(p.Headers, "CC")
+	}
+	header, err := h.AppendTo(nil)
+	if err != nil {
+		v.b.log.Warn("dead-lettering: encoding header", zap.String("queue", src), zap.Error(err))
+		return
+	}
+	msg := &queue.Message{
+		Exchange: set.dlx, RoutingKey: routeKeys[0], Header: header, Body: m.Body,
+		Persistent: m.Persistent, Priority: m.Priority,
+	}
+	headers := func() amqp.Table { return p.Headers }
+	var buf [8]*queueEntity
+	v.mu.RLock()
+	ex := v.exchanges[set.dlx]
+	if ex == nil {
+		// RabbitMQ drops dead letters for a missing exchange.
+		v.mu.RUnlock()
+		return
+	}
+	targets := buf[:0]
+	for _, k := range routeKeys {
+		targets = v.routeLocked(ex, k, headers, targets)
+	}
+	v.mu.RUnlock()
+	for _, t := range targets {
+		if queue.DeathCycle(p.Headers, t.name) {
+			v.b.log.Debug("dead-letter cycle, dropping", zap.String("queue", t.name))
+			continue
+		}
+		t.enqueue(msg, depth+1)
+	}
+}
+
+// enqueue publishes a message the broker made (a dead letter) into qe:
+// journaled when persistent and durable, no confirm, then dispatched.
+// Dead letters it causes are routed in turn. Call with no lock held.
+func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
+	b := qe.vhost.b
+	qe.mu.Lock()
+	if qe.deleted {
+		qe.mu.Unlock()
+		return
+	}
+	if !qe.fx.at {
+		seq := qe.q.Publish(msg)
+		qe.stats.publish++
+		b.journal(qe, seq, msg, nil)
+		qe.dispatchLocked()
+		qe.mu.Unlock()
+		return
+	}
+	now := nowMs()
+	seq, accepted, kept, dead := qe.enqueueAtLocked(msg, -1, now)
+	if accepted {
+		if kept {
+			b.journal(qe, seq, msg, nil)
+		}
+		qe.afterPublishLocked(now)
+	}
+	qe.mu.Unlock()
+	if dead {
+		qe.flushDeadDepth(depth)
+	}
+}
+
+// discard settles deliveries rejected without requeue (basic.reject,
+// basic.nack): their queues dead-letter them with reason "rejected".
+func (ch *channel) discard(ps []pending) {
+	ch.releaseGlobal(ps)
+	b := ch.c.b
+	for i := 0; i < len(ps); {
+		qe := ps[i].qe
+		dead := false
+		qe.mu.Lock()
+		for ; i < len(ps) && ps[i].qe == qe; i++ {
+			if qe.deleted {
+				continue
+			}
+			var qc *queue.Consumer
+			if ps[i].cons != nil {
+				qc = &ps[i].cons.Consumer
+			}
+			dl := qe.q.Discard(qc, ps[i].entry)
+			qe.stats.ack++
+			b.unjournal(qe, ps[i].entry)
+			if qe.fx.set.hasDLX {
+				qe.fx.dead = append(qe.fx.dead, dl)
+				dead = true
+			}
+		}
+		qe.dispatchLocked()
+		qe.mu.Unlock()
+		if dead {
+			qe.flushDead()
+		}
+	}
+	ch.kickStarved()
+}

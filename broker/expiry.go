@@ -1,0 +1,362 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Message TTL and queue expiry. A queue with a TTL, a length limit, a
+// dead-letter exchange or a delivery limit (queueFeatures.at) is driven
+// through the queue's *At variants with the current time; the others keep
+// the plain fast paths. Messages expire when they reach the head of the
+// queue (as in RabbitMQ's classic queues), when something looks at the
+// head, or when the queue's expiry timer fires at the head's expiry with
+// nothing else happening. x-expires deletes a queue left unused for that
+// long.
+
+// errRejectPublish turns a publish confirm into a basic.nack: a queue's
+// length limit refused the message (x-overflow reject-publish).
+var errRejectPublish = errors.New("broker: rejected by queue length limit")
+
+// checkExpiration is rabbit_channel's check_expiration_header: the
+// expiration property, when present, must be a non-negative integer of
+// milliseconds no larger than maxExpiry.
+func checkExpiration(header []byte) error {
+	if !hasExpiration(header) {
+		return nil
+	}
+	_, _, exp, err := amqp.PeekDeliveryModePriorityExpiration(header)
+	if err != nil {
+		return err
+	}
+	if _, why := parseExpiration(exp); why != "" {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40, "invalid expiration '%s': %s", exp, why)
+	}
+	return nil
+}
+
+// hasExpiration reports whether a content header payload has the
+// expiration property, from its flag word alone.
+func hasExpiration(header []byte) bool {
+	return len(header) >= 14 && binary.BigEndian.Uint16(header[12:])&amqp.FlagExpiration != 0
+}
+
+// parseExpiration is rabbit_basic:parse_expiration: Erlang's
+// string:to_integer, then check_expiry. why is the refusal reason as
+// RabbitMQ prints it.
+func parseExpiration(s string) (ms int64, why string) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return 0, "no_integer"
+	}
+	n, err := strconv.ParseInt(s[:j], 10, 64)
+	if err != nil {
+		return 0, fmt.Sprintf("{value_too_large,%s}", s[:j])
+	}
+	if j < len(s) {
+		return 0, fmt.Sprintf("{leftover_string,%q}", s[j:])
+	}
+	switch {
+	case n < 0:
+		return 0, fmt.Sprintf("{value_negative,%d}", n)
+	case n > maxExpiry:
+		return 0, fmt.Sprintf("{value_too_large,%d}", n)
+	}
+	return n, ""
+}
+
+// messageTTL is a published message's per-message TTL in ms, -1 if it has
+// none. The property was validated at publish.
+func messageTTL(header []byte) int64 {
+	if !hasExpiration(header) {
+		return -1
+	}
+	_, _, exp, err := amqp.PeekDeliveryModePriorityExpiration(header)
+	if err != nil {
+		return -1
+	}
+	ms, why := parseExpiration(exp)
+	if why != "" {
+		return -1
+	}
+	return ms
+}
+
+// nowMs is the clock of TTLs and expiries: unix milliseconds.
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// enqueueAtLocked publishes msg to a queue that needs the *At variants at
+// now (unix ms), with its per-message ttl (-1 = none). accepted is false
+// when a length limit refused it; kept is false when it was accepted but
+// not kept (a TTL of 0 with no consumer ready). Dead letters go to
+// queueFeatures.dead; dead reports whether flushDead has work. The caller
+// journals a kept message and then calls afterPublishLocked. Hold qe.mu.
+func (qe *queueEntity) enqueueAtLocked(msg *queue.Message, ttl, now int64) (seq uint64, accepted, kept, dead bool) {
+	if ttl >= 0 {
+		qe.fx.at = true
+	}
+	seq, accepted, dls := qe.q.PublishAt(msg, now, ttl)
+	kept = accepted
+	for i := range dls {
+		if dls[i].Entry.Msg == msg {
+			kept = false
+		}
+	}
+	if accepted {
+		qe.stats.publish++
+	}
+	dead = qe.deadLocked(dls, msg)
+	return seq, accepted, kept, dead
+}
+
+// afterPublishLocked arms the expiry timer for the new head and
+// dispatches at now. Hold qe.mu.
+func (qe *queueEntity) afterPublishLocked(now int64) {
+	qe.armExpiryLocked()
+	qe.fx.now = now
+	qe.dispatchLocked()
+	qe.fx.now = 0
+}
+
+// publishAtLocked is route's path into a queue with TTLs, limits or a
+// dead-letter exchange: publish at now, journal, dispatch. A refused
+// publish turns confirm confirmSeq (0 = none) into a nack. It reports
+// whether dead letters await flushDead. Hold qe.mu.
+func (ch *channel) publishAtLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64) bool {
+	if *now == 0 {
+		*now = nowMs()
+	}
+	seq, accepted, kept, dead := qe.enqueueAtLocked(msg, ttl, *now)
+	if !accepted {
+		if confirmSeq != 0 {
+			ch.confirms.done(confirmSeq, errRejectPublish)
+		}
+		return dead
+	}
+	if kept {
+		b := ch.c.b
+		if confirmSeq != 0 && qe.durable && msg.Persistent && b.cfg.Store != nil {
+			ch.confirms.hold(confirmSeq)
+			b.journal(qe, seq, msg, func(err error) { ch.journaled(confirmSeq, err) })
+		} else {
+			b.journal(qe, seq, msg, nil)
+		}
+	}
+	qe.afterPublishLocked(*now)
+	return dead
+}
+
+// dispatchAtLocked is Dispatch for queues that need the clock: expired
+// heads become dead letters instead of deliveries. Hold qe.mu.
+func (qe *queueEntity) dispatchAtLocked() []queue.Delivery {
+	now := qe.fx.now
+	if now == 0 {
+		now = nowMs()
+	}
+	ds, dls := qe.q.DispatchAt(qe.scratch[:0], now)
+	if qe.deadLocked(dls, nil) {
+		// The caller may not route dead letters itself: the timer does.
+		qe.kickLocked()
+	}
+	return ds
+}
+
+// getLocked is basic.get's take, with expiry for queues that need it. It
+// counts as a use for x-expires. dead reports whether flushDead has work.
+// Hold qe.mu.
+func (qe *queueEntity) getLocked(noAck bool) (e queue.Entry, ok, dead bool) {
+	qe.touchLocked()
+	if !qe.fx.at {
+		e, ok = qe.q.Get(noAck)
+		return e, ok, false
+	}
+	e, ok, dls := qe.q.GetAt(noAck, nowMs())
+	return e, ok, qe.deadLocked(dls, nil)
+}
+
+// returnLocked puts a delivery made to c (nil for basic.get) back, or
+// dead-letters it when it has expired or passed the delivery limit. It
+// reports whether flushDead has work. Hold qe.mu.
+func (qe *queueEntity) returnLocked(c *queue.Consumer, e queue.Entry) bool {
+	if !qe.fx.at {
+		qe.q.Return(c, e)
+		return false
+	}
+	dl, gone := qe.q.ReturnAt(c, e, nowMs())
+	if !gone {
+		qe.armExpiryLocked()
+		return false
+	}
+	return qe.deadLocked([]queue.DeadLetter{dl}, nil)
+}
+
+// armExpiryLocked (re)arms the expiry timer for the earliest head expiry,
+// unless it is already due no later. Hold qe.mu.
+func (qe *queueEntity) armExpiryLocked() {
+	if qe.deleted {
+		return
+	}
+	next := qe.q.NextExpiry()
+	if next == 0 || (qe.fx.expiryAt != 0 && qe.fx.expiryAt <= next) {
+		return
+	}
+	qe.fx.expiryAt = next
+	qe.resetExpiryLocked(time.Duration(next-nowMs()) * time.Millisecond)
+}
+
+// kickLocked makes the expiry timer fire at once, to route dead letters
+// taken out where the caller could not. Hold qe.mu.
+func (qe *queueEntity) kickLocked() {
+	qe.fx.expiryAt = 1
+	qe.resetExpiryLocked(0)
+}
+
+func (qe *queueEntity) resetExpiryLocked(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	if qe.fx.expiry == nil {
+		qe.fx.expiry = time.AfterFunc(d, qe.expireTick)
+		return
+	}
+	qe.fx.expiry.Reset(d)
+}
+
+// expireTick is the expiry timer: expire what is due, dead-letter it,
+// re-arm. Timer goroutine, no lock held.
+func (qe *queueEntity) expireTick() {
+	if qe.vhost.b.isClosed() {
+		return
+	}
+	qe.mu.Lock()
+	qe.fx.expiryAt = 0
+	if qe.deleted {
+		qe.mu.Unlock()
+		return
+	}
+	if qe.fx.at {
+		qe.deadLocked(qe.q.Expire(nowMs()), nil)
+		qe.armExpiryLocked()
+	}
+	qe.mu.Unlock()
+	qe.flushDead()
+}
+
+// touch records a use of the queue for x-expires: a redeclare, a
+// consume, a basic.get, the last consumer leaving.
+func (qe *queueEntity) touch() {
+	qe.mu.Lock()
+	qe.touchLocked()
+	qe.mu.Unlock()
+}
+
+func (qe *queueEntity) touchLocked() {
+	if qe.fx.set.expires > 0 {
+		qe.fx.lastUsed = nowMs()
+	}
+}
+
+// armUnused starts the x-expires timer of a new or recovered queue, or
+// re-arms it after a policy change.
+func (qe *queueEntity) armUnused() {
+	qe.mu.Lock()
+	qe.armUnusedLocked()
+	qe.mu.Unlock()
+}
+
+func (qe *queueEntity) armUnusedLocked() {
+	exp := qe.fx.set.expires
+	if qe.deleted || exp <= 0 {
+		if qe.fx.unused != nil {
+			qe.fx.unused.Stop()
+		}
+		return
+	}
+	if qe.fx.lastUsed == 0 {
+		qe.fx.lastUsed = nowMs()
+	}
+	d := time.Duration(qe.fx.lastUsed+exp-nowMs()) * time.Millisecond
+	if d < 0 {
+		d = 0
+	}
+	if qe.fx.unused == nil {
+		qe.fx.unused = time.AfterFunc(d, qe.checkUnused)
+		return
+	}
+	qe.fx.unused.Reset(d)
+}
+
+// checkUnused is the x-expires timer: delete the queue if it has had no
+// consumer and no use for its expiry time, else check again later.
+func (qe *queueEntity) checkUnused() {
+	if qe.vhost.b.isClosed() {
+		return
+	}
+	qe.mu.Lock()
+	if qe.deleted || qe.fx.set.expires <= 0 {
+		qe.mu.Unlock()
+		return
+	}
+	now := nowMs()
+	if qe.q.ConsumerCount() > 0 {
+		qe.fx.lastUsed = now
+	}
+	if now < qe.fx.lastUsed+qe.fx.set.expires {
+		qe.armUnusedLocked()
+		qe.mu.Unlock()
+		return
+	}
+	qe.mu.Unlock()
+	if _, err := qe.vhost.deleteQueue(qe, false, false); err != nil {
+		qe.vhost.b.log.Warn("expiring queue: " + err.Error())
+	}
+}
+
+// stopTimersLocked stops a deleted queue's timers. Hold qe.mu.
+func (qe *queueEntity) stopTimersLocked() {
+	if qe.fx.expiry != nil {
+		qe.fx.expiry.Stop()
+	}
+	if qe.fx.unused != nil {
+		qe.fx.unused.Stop()
+	}
+	qe.fx.dead = nil
+}
+
+// isClosed reports whether Close was called.
+func (b *Broker) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// recoveredExpiry is the Expires of a message recovered at now (unix ms).
+// The store's message record does not keep the expiry, so the TTL
+// restarts at recovery: a message may outlive its TTL by the downtime,
+// never the other way round.
+func (qe *queueEntity) recoveredExpiry(msg *queue.Message, now int64) int64 {
+	ttl := qe.fx.set.cfg.MessageTTL
+	if t := messageTTL(msg.Header); t >= 0 {
+		qe.fx.at = true
+		if ttl < 0 || t < ttl {
+			ttl = t
+		}
+	}
+	if ttl < 0 {
+		return 0
+	}
+	return now + ttl
+}

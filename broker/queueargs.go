@@ -1,0 +1,257 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Queue arguments (x-message-ttl, x-max-length, x-dead-letter-exchange...)
+// and the policies that may set the same things become a queue.Config for
+// the queue's state machine plus the queueFeatures the broker acts on
+// itself (dead-letter target, x-expires, consumer timeout).
+
+// maxExpiry is rabbit_misc's MAX_EXPIRY_TIMER: the largest TTL or expiry
+// accepted, in ms.
+const maxExpiry = 4294967295
+
+// queueSettings is a queue's effective configuration: declare arguments
+// merged with the policies that apply.
+type queueSettings struct {
+	cfg queue.Config
+	// dlx is x-dead-letter-exchange (hasDLX tells it was given, since ""
+	// names the default exchange); dlrk is x-dead-letter-routing-key.
+	dlx, dlrk       string
+	hasDLX, hasDLRK bool
+	// expires is x-expires in ms (0 = never).
+	expires int64
+	// consumerTimeout is x-consumer-timeout in ms (0 = broker default).
+	consumerTimeout int64
+}
+
+// queueFeatures is the broker's side of a queue's configuration and the
+// timers that act on it. Guarded by queueEntity.mu.
+type queueFeatures struct {
+	set queueSettings
+	// at makes publishes, deliveries, gets and returns use the queue's *At
+	// variants: the queue has a TTL, a length limit, a dead-letter exchange
+	// or a delivery limit, or a message with an expiration was published to
+	// it. Plain queues keep the fast paths.
+	at bool
+	// policy and opPolicy name the policies applied (snapshot, tests).
+	policy, opPolicy string
+
+	// dead holds dead letters taken out under the lock, to route to the
+	// dead-letter exchange once it is released (deadletter.go).
+	dead []queue.DeadLetter
+	// expiry fires at expiryAt (unix ms) to expire messages (expiry.go).
+	expiry   *time.Timer
+	expiryAt int64
+	// unused deletes the queue after set.expires ms without use (x-expires);
+	// lastUsed is when it was last used (unix ms).
+	unused   *time.Timer
+	lastUsed int64
+	// now is the publish's clock while it dispatches (0 = read the clock),
+	// so that a message with a TTL of 0 is delivered at the same now.
+	now int64
+}
+
+// needsAt reports whether s needs the *At variants of the queue.
+func (s *queueSettings) needsAt() bool {
+	c := &s.cfg
+	return c.MessageTTL >= 0 || c.MaxLength >= 0 || c.MaxLengthBytes >= 0 || c.DeliveryLimit >= 0 || s.hasDLX
+}
+
+// invalidArg is RabbitMQ's refusal of a bad declare argument.
+func invalidArg(key, qname, vhost string, reason string) error {
+	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
+		"invalid arg '%s' for queue '%s' in vhost '%s': %s", key, qname, vhost, reason)
+}
+
+// intArgValue reads an integer argument as rabbit_amqqueue's check_int_arg:
+// only AMQP integer types are accepted. It returns the refusal reason.
+func intArgValue(v any) (int64, string) {
+	if n, ok := argInt(v); ok {
+		return n, ""
+	}
+	return 0, fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v))
+}
+
+// parseQueueArgs validates the declare arguments of queue name and returns
+// the configuration they give. Unknown arguments are ignored (and kept by
+// the caller). The checks and their texts are RabbitMQ's
+// (rabbit_amqqueue:declare_args).
+func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) {
+	s := queueSettings{cfg: queue.DefaultConfig()}
+	bad := func(key, reason string) (queueSettings, error) {
+		return queueSettings{}, invalidArg(key, name, vhost, reason)
+	}
+	// nonNeg is check_non_neg_int_arg; expiry is check_message_ttl_arg.
+	nonNeg := func(key string) (int64, bool, string) {
+		v, ok := args[key]
+		if !ok {
+			return 0, false, ""
+		}
+		n, why := intArgValue(v)
+		if why != "" {
+			return 0, true, why
+		}
+		if n < 0 {
+			return 0, true, fmt.Sprintf("{value_negative,%d}", n)
+		}
+		return n, true, ""
+	}
+	expiry := func(key string, zeroOK bool) (int64, bool, string) {
+		n, ok, why := nonNeg(key)
+		switch {
+		case why != "" || !ok:
+			return n, ok, why
+		case n == 0 && !zeroOK:
+			return 0, true, "{value_zero,0}"
+		case n > maxExpiry:
+			return 0, true, fmt.Sprintf("{value_too_large,%d}", n)
+		}
+		return n, true, ""
+	}
+	if t, ok := args["x-queue-type"]; ok {
+		switch t {
+		case "classic":
+		case "quorum", "stream":
+			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
+				"invalid arg 'x-queue-type' for queue '%s' in vhost '%s': %s queues are not supported by this broker yet", name, vhost, t)
+		default:
+			if _, isStr := t.(string); !isStr {
+				return bad("x-queue-type", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(t)))
+			}
+			return bad("x-queue-type", fmt.Sprintf("{unknown_queue_type,<<\"%v\">>}", t))
+		}
+	}
+	if n, ok, why := expiry("x-expires", false); why != "" {
+		return bad("x-expires", why)
+	} else if ok {
+		s.expires = n
+	}
+	if n, ok, why := expiry("x-message-ttl", true); why != "" {
+		return bad("x-message-ttl", why)
+	} else if ok {
+		s.cfg.MessageTTL = n
+	}
+	if v, ok := args["x-dead-letter-exchange"]; ok {
+		x, isStr := v.(string)
+		if !isStr {
+			return bad("x-dead-letter-exchange", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
+		}
+		s.dlx, s.hasDLX = x, true
+	}
+	if v, ok := args["x-dead-letter-routing-key"]; ok {
+		k, isStr := v.(string)
+		if !isStr {
+			return bad("x-dead-letter-routing-key", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
+		}
+		if !s.hasDLX {
+			return bad("x-dead-letter-routing-key", "routing_key_but_no_dlx_defined")
+		}
+		s.dlrk, s.hasDLRK = k, true
+	}
+	if n, ok, why := nonNeg("x-max-length"); why != "" {
+		return bad("x-max-length", why)
+	} else if ok {
+		s.cfg.MaxLength = n
+	}
+	if n, ok, why := nonNeg("x-max-length-bytes"); why != "" {
+		return bad("x-max-length-bytes", why)
+	} else if ok {
+		s.cfg.MaxLengthBytes = n
+	}
+	if n, ok, why := nonNeg("x-max-priority"); why != "" {
+		return bad("x-max-priority", why)
+	} else if ok {
+		if n > math.MaxUint8 {
+			return bad("x-max-priority", fmt.Sprintf("{max_value_exceeded,%d}", n))
+		}
+		s.cfg.MaxPriority = uint8(n)
+	}
+	if v, ok := args["x-overflow"]; ok {
+		o, why := parseOverflow(v)
+		if why != "" {
+			return bad("x-overflow", why)
+		}
+		s.cfg.Overflow = o
+	}
+	if v, ok := args["x-single-active-consumer"]; ok {
+		sac, isBool := v.(bool)
+		if !isBool {
+			return bad("x-single-active-consumer", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
+		}
+		s.cfg.SingleActiveConsumer = sac
+	}
+	if n, ok, why := nonNeg("x-delivery-limit"); why != "" {
+		return bad("x-delivery-limit", why)
+	} else if ok {
+		s.cfg.DeliveryLimit = n
+	}
+	if n, ok, why := nonNeg("x-consumer-timeout"); why != "" {
+		return bad("x-consumer-timeout", why)
+	} else if ok {
+		s.consumerTimeout = n
+	}
+	s.cfg.DeadLetter = s.hasDLX
+	return s, nil
+}
+
+// parseOverflow reads an x-overflow value; why is the refusal reason.
+func parseOverflow(v any) (o queue.Overflow, why string) {
+	str, ok := v.(string)
+	if !ok {
+		return 0, fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v))
+	}
+	switch str {
+	case "drop-head":
+		return queue.DropHead, ""
+	case "reject-publish":
+		return queue.RejectPublish, ""
+	case "reject-publish-dlx":
+		return queue.RejectPublishDLX, ""
+	}
+	return 0, "invalid_overflow"
+}
+
+// newQueueEntityState builds the state machine for settings s and
+// initialises qe's features. Call before qe is shared.
+func (qe *queueEntity) initFeatures(s queueSettings) {
+	qe.q = queue.NewWithConfig(s.cfg)
+	qe.fx.set = s
+	qe.fx.at = s.needsAt()
+	qe.fx.lastUsed = time.Now().UnixMilli()
+}
+
+// consumerPriority reads the x-priority argument of basic.consume
+// (rabbit_amqqueue:check_consume_arguments): an integer, default 0.
+func consumerPriority(args amqp.Table, qname, vhost string) (int, error) {
+	v, ok := args["x-priority"]
+	if !ok {
+		return 0, nil
+	}
+	n, why := intArgValue(v)
+	if why != "" {
+		return 0, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 20,
+			"invalid arg 'x-priority' for queue '%s' in vhost '%s': %s", qname, vhost, why)
+	}
+	return int(n), nil
+}
+
+// recoveredSettings is the configuration of a durable queue recovered with
+// args (validated when it was declared), policies applied.
+func (v *vhost) recoveredSettings(name string, args amqp.Table) queueSettings {
+	s, err := parseQueueArgs(name, v.name, args)
+	if err != nil {
+		v.b.log.Warn("recovered queue has invalid arguments; ignoring them", zap.String("queue", name), zap.Error(err))
+		s = queueSettings{cfg: queue.DefaultConfig()}
+	}
+	return v.withPolicies(name, args, s)
+}

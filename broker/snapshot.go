@@ -1,0 +1,499 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/exchange"
+)
+
+// Read-only snapshots for the management API and metrics. Each one is
+// taken under the locks doc.go lists, in that order, and copies out: the
+// caller owns the result. The cost is O(1) per object (one short lock of
+// each queue), never per message.
+
+// MessageStats are cumulative message counters.
+type MessageStats struct {
+	// Publish counts messages enqueued; Deliver deliveries to consumers;
+	// Get deliveries by basic.get; Redeliver deliveries of either kind
+	// marked redelivered; Ack deliveries settled by clients.
+	Publish, Deliver, Get, Redeliver, Ack uint64
+}
+
+func (s *MessageStats) add(o MessageStats) {
+	s.Publish += o.Publish
+	s.Deliver += o.Deliver
+	s.Get += o.Get
+	s.Redeliver += o.Redeliver
+	s.Ack += o.Ack
+}
+
+func (s queueStats) export() MessageStats {
+	return MessageStats{Publish: s.publish, Deliver: s.deliver, Get: s.get, Redeliver: s.redeliver, Ack: s.ack}
+}
+
+// QueueInfo describes a queue.
+type QueueInfo struct {
+	VHost, Name                    string
+	Durable, AutoDelete, Exclusive bool
+	Arguments                      amqp.Table
+	// Ready and Unacked count messages; ReadyBytes is the body size of
+	// the ready ones.
+	Ready, Unacked int
+	ReadyBytes     int64
+	Consumers      int
+	// Owner names the connection of an exclusive queue.
+	Owner string
+	Stats MessageStats
+}
+
+// ExchangeInfo describes an exchange.
+type ExchangeInfo struct {
+	VHost, Name, Type             string
+	Durable, AutoDelete, Internal bool
+	Arguments                     amqp.Table
+}
+
+// BindingInfo describes a binding. The default exchange's implicit
+// binding to each queue is listed too, as RabbitMQ lists it.
+type BindingInfo struct {
+	VHost, Source, Destination string
+	// DestinationIsExchange tells an exchange-to-exchange binding.
+	DestinationIsExchange bool
+	RoutingKey            string
+	Arguments             amqp.Table
+}
+
+// ConnectionInfo describes a client connection.
+type ConnectionInfo struct {
+	// Name is RabbitMQ's "peer:port -> local:port".
+	Name string
+	ID   uint64
+	// Open is false while the handshake runs; the fields below VHost are
+	// zero until then.
+	Open             bool
+	VHost, User      string
+	PeerHost, Host   string
+	PeerPort, Port   int
+	ConnectedAt      time.Time
+	ClientProperties amqp.Table
+	FrameMax         uint32
+	ChannelMax       uint16
+	Heartbeat        time.Duration
+	Channels         int
+	SendPending      int64
+}
+
+// ChannelInfo describes a channel.
+type ChannelInfo struct {
+	Connection   string
+	ConnectionID uint64
+	Number       uint16
+	VHost, User  string
+	Consumers    int
+	Unacked      int
+	// GlobalPrefetch is the channel-wide prefetch (0 = none).
+	GlobalPrefetch int
+}
+
+// ConsumerInfo describes a consumer.
+type ConsumerInfo struct {
+	VHost, Queue, Tag string
+	Connection        string
+	Channel           uint16
+	AckRequired       bool
+	Exclusive         bool
+	Prefetch          int
+	Priority          int
+	Unacked           int
+}
+
+// Overview counts the broker's objects and sums its message counters.
+type Overview struct {
+	Connections, Channels, Queues, Exchanges, Consumers, VHosts int
+	Ready, Unacked                                              int
+	ReadyBytes                                                  int64
+	// Totals include the counters of deleted queues: they never decrease.
+	Totals MessageStats
+}
+
+// connName is RabbitMQ's name for a connection.
+func connName(c *conn) string {
+	return fmt.Sprintf("%s -> %s", c.nc.RemoteAddr(), c.nc.LocalAddr())
+}
+
+func splitAddr(a net.Addr) (string, int) {
+	if a == nil {
+		return "", 0
+	}
+	h, p, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String(), 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+// vhostList returns the named vhost, or every vhost by name when name is
+// empty. An unknown name is ErrNotFound.
+func (b *Broker) vhostList(name string) ([]*vhost, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if name != "" {
+		v := b.vhosts[name]
+		if v == nil {
+			return nil, fmt.Errorf("vhost %q: %w", name, ErrNotFound)
+		}
+		return []*vhost{v}, nil
+	}
+	out := make([]*vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// HasVHost reports whether the vhost exists.
+func (b *Broker) HasVHost(name string) bool { return b.vhost(name) != nil }
+
+// queueEntities returns the queues of v sorted by name.
+func (v *vhost) queueEntities() []*queueEntity {
+	v.mu.RLock()
+	qs := make([]*queueEntity, 0, len(v.queues))
+	for _, qe := range v.queues {
+		qs = append(qs, qe)
+	}
+	v.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
+	return qs
+}
+
+// info copies the queue's state; ok is false once it was deleted.
+func (qe *queueEntity) info() (QueueInfo, bool) {
+	qi := QueueInfo{
+		VHost: qe.vhost.name, Name: qe.name, Durable: qe.durable, AutoDelete: qe.autoDelete,
+		Exclusive: qe.exclusive, Arguments: maps.Clone(qe.args),
+	}
+	if qe.owner != nil {
+		qi.Owner = connName(qe.owner)
+	}
+	qe.mu.Lock()
+	defer qe.mu.Unlock()
+	if qe.deleted {
+		return qi, false
+	}
+	qi.Ready, qi.Unacked, qi.ReadyBytes = qe.q.Ready(), qe.q.Unacked(), qe.q.ReadyBytes()
+	qi.Consumers = qe.q.ConsumerCount()
+	qi.Stats = qe.stats.export()
+	return qi, true
+}
+
+// Queues lists the queues of a vhost, or of every vhost when vhostName
+// is empty, by vhost then name.
+func (b *Broker) Queues(vhostName string) ([]QueueInfo, error) {
+	vs, err := b.vhostList(vhostName)
+	if err != nil {
+		return nil, err
+	}
+	var out []QueueInfo
+	for _, v := range vs {
+		for _, qe := range v.queueEntities() {
+			if qi, ok := qe.info(); ok {
+				out = append(out, qi)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Queue describes one queue.
+func (b *Broker) Queue(vhostName, name string) (QueueInfo, error) {
+	v := b.vhost(vhostName)
+	if v == nil {
+		return QueueInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	v.mu.RLock()
+	qe := v.queues[name]
+	v.mu.RUnlock()
+	if qe != nil {
+		if qi, ok := qe.info(); ok {
+			return qi, nil
+		}
+	}
+	return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", name, vhostName, ErrNotFound)
+}
+
+func exchangeInfo(v *vhost, ex *exchangeEntity) ExchangeInfo {
+	return ExchangeInfo{
+		VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: ex.durable,
+		AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: maps.Clone(ex.args),
+	}
+}
+
+// Exchanges lists the exchanges of a vhost (every vhost when empty), by
+// vhost then name; the default exchange is named "".
+func (b *Broker) Exchanges(vhostName string) ([]ExchangeInfo, error) {
+	vs, err := b.vhostList(vhostName)
+	if err != nil {
+		return nil, err
+	}
+	var out []ExchangeInfo
+	for _, v := range vs {
+		v.mu.RLock()
+		start := len(out)
+		for _, ex := range v.exchanges {
+			out = append(out, exchangeInfo(v, ex))
+		}
+		v.mu.RUnlock()
+		part := out[start:]
+		sort.Slice(part, func(i, j int) bool { return part[i].Name < part[j].Name })
+	}
+	return out, nil
+}
+
+// Exchange describes one exchange.
+func (b *Broker) Exchange(vhostName, name string) (ExchangeInfo, error) {
+	v := b.vhost(vhostName)
+	if v == nil {
+		return ExchangeInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	ex := v.exchanges[name]
+	if ex == nil {
+		return ExchangeInfo{}, fmt.Errorf("exchange %q in vhost %q: %w", name, vhostName, ErrNotFound)
+	}
+	return exchangeInfo(v, ex), nil
+}
+
+// Bindings lists the bindings of a vhost (every vhost when empty): first
+// the default exchange's implicit ones, then by source exchange in the
+// order they were made.
+func (b *Broker) Bindings(vhostName string) ([]BindingInfo, error) {
+	vs, err := b.vhostList(vhostName)
+	if err != nil {
+		return nil, err
+	}
+	var out []BindingInfo
+	for _, v := range vs {
+		v.mu.RLock()
+		qnames := make([]string, 0, len(v.queues))
+		for n := range v.queues {
+			qnames = append(qnames, n)
+		}
+		sort.Strings(qnames)
+		for _, n := range qnames {
+			out = append(out, BindingInfo{VHost: v.name, Destination: n, RoutingKey: n})
+		}
+		exs := make([]*exchangeEntity, 0, len(v.exchanges))
+		for _, ex := range v.exchanges {
+			exs = append(exs, ex)
+		}
+		sort.Slice(exs, func(i, j int) bool { return exs[i].name < exs[j].name })
+		for _, ex := range exs {
+			for _, bn := range ex.router.Bindings() {
+				out = append(out, BindingInfo{
+					VHost: v.name, Source: ex.name, Destination: bn.Destination.Name,
+					DestinationIsExchange: bn.Destination.Kind == exchange.DestExchange,
+					RoutingKey:            bn.Key, Arguments: maps.Clone(bn.Args),
+				})
+			}
+		}
+		v.mu.RUnlock()
+	}
+	return out, nil
+}
+
+// Connections lists the client connections by id.
+func (b *Broker) Connections() []ConnectionInfo {
+	perConn := make(map[*conn]int)
+	for _, ch := range b.mgmt.channels() {
+		perConn[ch.c]++
+	}
+	b.mu.Lock()
+	out := make([]ConnectionInfo, 0, len(b.conns))
+	for c := range b.conns {
+		ci := ConnectionInfo{Name: connName(c), ID: c.id, ConnectedAt: c.connectedAt, SendPending: c.out.pending.Load(), Channels: perConn[c]}
+		ci.PeerHost, ci.PeerPort = splitAddr(c.nc.RemoteAddr())
+		ci.Host, ci.Port = splitAddr(c.nc.LocalAddr())
+		// The reader sets these during the handshake, before it names
+		// the vhost under Broker.mu: reading them under mu once the
+		// vhost is named is ordered after those writes.
+		if c.vhostNm != "" {
+			ci.Open = true
+			ci.VHost, ci.User = c.vhostNm, c.userNm
+			ci.ClientProperties = maps.Clone(c.clientProps)
+			ci.FrameMax, ci.ChannelMax, ci.Heartbeat = c.frameMax, c.channelMax, c.heartbeat
+		}
+		out = append(out, ci)
+	}
+	b.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Connection describes the named connection.
+func (b *Broker) Connection(name string) (ConnectionInfo, error) {
+	for _, ci := range b.Connections() {
+		if ci.Name == name {
+			return ci, nil
+		}
+	}
+	return ConnectionInfo{}, fmt.Errorf("connection %q: %w", name, ErrNotFound)
+}
+
+// CloseConnection closes the named connection with 320
+// CONNECTION_FORCED and reason as its text, as the management API does.
+func (b *Broker) CloseConnection(name, reason string) error {
+	b.mu.Lock()
+	var found *conn
+	for c := range b.conns {
+		if connName(c) == name {
+			found = c
+			break
+		}
+	}
+	b.mu.Unlock()
+	if found == nil {
+		return fmt.Errorf("connection %q: %w", name, ErrNotFound)
+	}
+	if reason == "" {
+		reason = "Closed via management plugin"
+	}
+	found.forceClose(reason)
+	return nil
+}
+
+// Channels lists the open channels by connection and number.
+func (b *Broker) Channels() []ChannelInfo {
+	chs := b.mgmt.channels()
+	out := make([]ChannelInfo, 0, len(chs))
+	for _, ch := range chs {
+		// Channels exist only on open connections: vhost and user were
+		// set before the channel was registered.
+		c := ch.c
+		ci := ChannelInfo{
+			Connection: connName(c), ConnectionID: c.id, Number: ch.id,
+			GlobalPrefetch: int(ch.globalPrefetch.Load()),
+		}
+		if c.vhost != nil {
+			ci.VHost = c.vhost.name
+		}
+		if c.user != nil {
+			ci.User = c.user.name
+		}
+		ch.mu.Lock()
+		closed := ch.closed
+		ci.Consumers, ci.Unacked = len(ch.consumers), len(ch.unacked)
+		ch.mu.Unlock()
+		if !closed {
+			out = append(out, ci)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ConnectionID != out[j].ConnectionID {
+			return out[i].ConnectionID < out[j].ConnectionID
+		}
+		return out[i].Number < out[j].Number
+	})
+	return out
+}
+
+// Consumers lists the consumers of a vhost's queues (every vhost when
+// empty), by vhost, queue and registration.
+func (b *Broker) Consumers(vhostName string) ([]ConsumerInfo, error) {
+	vs, err := b.vhostList(vhostName)
+	if err != nil {
+		return nil, err
+	}
+	var out []ConsumerInfo
+	for _, v := range vs {
+		for _, qe := range v.queueEntities() {
+			out = qe.appendConsumers(out)
+		}
+	}
+	return out, nil
+}
+
+func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
+	qe.mu.Lock()
+	defer qe.mu.Unlock()
+	if qe.deleted {
+		return out
+	}
+	for _, qc := range qe.q.Consumers() {
+		cons, ok := qc.Owner.(*consumer)
+		if !ok {
+			continue
+		}
+		out = append(out, ConsumerInfo{
+			VHost: qe.vhost.name, Queue: qe.name, Tag: qc.Tag,
+			Connection: connName(cons.ch.c), Channel: cons.ch.id,
+			AckRequired: !qc.NoAck, Exclusive: qc.Exclusive, Prefetch: qc.Prefetch,
+			Priority: qc.Priority, Unacked: qc.Unacked(),
+		})
+	}
+	return out
+}
+
+// QueueConsumers lists the consumers of one queue.
+func (b *Broker) QueueConsumers(vhostName, name string) []ConsumerInfo {
+	v := b.vhost(vhostName)
+	if v == nil {
+		return nil
+	}
+	v.mu.RLock()
+	qe := v.queues[name]
+	v.mu.RUnlock()
+	if qe == nil {
+		return nil
+	}
+	return qe.appendConsumers(nil)
+}
+
+// MessageTotals sums the message counters of every queue, deleted ones
+// included.
+func (b *Broker) MessageTotals() MessageStats {
+	o := b.Overview()
+	return o.Totals
+}
+
+// Overview counts the broker's objects and sums its counters.
+func (b *Broker) Overview() Overview {
+	var o Overview
+	m := &b.mgmt
+	o.Totals = MessageStats{
+		Publish: m.retiredPublish.Load(), Deliver: m.retiredDeliver.Load(), Get: m.retiredGet.Load(),
+		Redeliver: m.retiredRedeliver.Load(), Ack: m.retiredAck.Load(),
+	}
+	o.Channels = len(m.channels())
+	b.mu.Lock()
+	o.Connections = len(b.conns)
+	b.mu.Unlock()
+	vs, _ := b.vhostList("")
+	o.VHosts = len(vs)
+	for _, v := range vs {
+		v.mu.RLock()
+		o.Exchanges += len(v.exchanges)
+		v.mu.RUnlock()
+		for _, qe := range v.queueEntities() {
+			qe.mu.Lock()
+			if !qe.deleted {
+				o.Queues++
+				o.Ready += qe.q.Ready()
+				o.Unacked += qe.q.Unacked()
+				o.ReadyBytes += qe.q.ReadyBytes()
+				o.Consumers += qe.q.ConsumerCount()
+				o.Totals.add(qe.stats.export())
+			}
+			qe.mu.Unlock()
+		}
+	}
+	return o
+}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// warren ctl: administration over the management HTTP API, in the manner
+// of rabbitmqctl and rabbitmqadmin. Lists print as tables (or JSON with
+// --json).
+
+func ctlFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "url", Value: "http://localhost:15672", EnvVars: []string{"WARREN_CTL_URL"}, Usage: "management API base URL"},
+		&cli.StringFlag{Name: "user", Value: "guest", EnvVars: []string{"WARREN_CTL_USER"}, Usage: "user name"},
+		&cli.StringFlag{Name: "password", Value: "guest", EnvVars: []string{"WARREN_CTL_PASSWORD"}, Usage: "password"},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+	}, extra...)
+}
+
+var vhostFlag = &cli.StringFlag{Name: "vhost", Aliases: []string{"p"}, Value: "/", Usage: "virtual host"}
+
+func ctlCommand() *cli.Command {
+	list := func(name, usage, path string, perVHost bool, cols ...string) *cli.Command {
+		flags := ctlFlags()
+		if perVHost {
+			flags = ctlFlags(&cli.StringFlag{Name: "vhost", Aliases: []string{"p"}, Usage: "virtual host (default: all)"})
+		}
+		return &cli.Command{Name: name, Usage: usage, Flags: flags, Action: func(cc *cli.Context) error {
+			p := path
+			if v := cc.String("vhost"); perVHost && v != "" {
+				p += "/" + url.PathEscape(v)
+			}
+			var out []map[string]any
+			if err := ctlDo(cc, "GET", p, nil, &out); err != nil {
+				return err
+			}
+			return printList(cc, out, cols)
+		}}
+	}
+	return &cli.Command{
+		Name:  "ctl",
+		Usage: "administer a running broker over its HTTP API",
+		Subcommands: []*cli.Command{
+			list("list_queues", "list queues", "/api/queues", true, "vhost", "name", "messages", "messages_ready", "messages_unacknowledged", "consumers", "durable"),
+			list("list_exchanges", "list exchanges", "/api/exchanges", true, "vhost", "name", "type", "durable", "auto_delete"),
+			list("list_bindings", "list bindings", "/api/bindings", true, "vhost", "source", "destination", "destination_type", "routing_key"),
+			list("list_connections", "list connections", "/api/connections", false, "name", "user", "vhost", "channels", "state"),
+			list("list_users", "list users", "/api/users", false, "name", "tags"),
+			list("list_vhosts", "list virtual hosts", "/api/vhosts", false, "name", "messages"),
+			list("list_permissions", "list permissions", "/api/permissions", false, "user", "vhost", "configure", "write", "read"),
+			{
+				Name: "add_user", Usage: "add or update a user", ArgsUsage: "NAME PASSWORD",
+				Flags: ctlFlags(&cli.StringFlag{Name: "tags", Usage: "comma-separated tags, e.g. administrator"}),
+				Action: func(cc *cli.Context) error {
+					name, pass, err := twoArgs(cc)
+					if err != nil {
+						return err
+					}
+					return ctlDo(cc, "PUT", "/api/users/"+url.PathEscape(name), map[string]any{"password": pass, "tags": cc.String("tags")}, nil)
+				},
+			},
+			{
+				Name: "delete_user", Usage: "delete a user", ArgsUsage: "NAME", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error { return ctlDelete(cc, "/api/users/") },
+			},
+			{
+				Name: "set_permissions", Usage: "set a user's permissions on a vhost", ArgsUsage: "USER CONFIGURE WRITE READ",
+				Flags: ctlFlags(vhostFlag),
+				Action: func(cc *cli.Context) error {
+					if cc.NArg() != 4 {
+						return errors.New("want USER CONFIGURE WRITE READ")
+					}
+					a := cc.Args()
+					return ctlDo(cc, "PUT", "/api/permissions/"+url.PathEscape(cc.String("vhost"))+"/"+url.PathEscape(a.Get(0)),
+						map[string]string{"configure": a.Get(1), "write": a.Get(2), "read": a.Get(3)}, nil)
+				},
+			},
+			{
+				Name: "add_vhost", Usage: "add a virtual host", ArgsUsage: "NAME", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error {
+					name, err := oneArg(cc)
+					if err != nil {
+						return err
+					}
+					return ctlDo(cc, "PUT", "/api/vhosts/"+url.PathEscape(name), nil, nil)
+				},
+			},
+			{
+				Name: "delete_vhost", Usage: "delete a virtual host and everything in it", ArgsUsage: "NAME", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error { return ctlDelete(cc, "/api/vhosts/") },
+			},
+			{
+				Name: "declare_queue", Usage: "declare a queue", ArgsUsage: "NAME",
+				Flags: ctlFlags(vhostFlag,
+					&cli.BoolFlag{Name: "durable", Value: true, Usage: "survive a restart"},
+					&cli.BoolFlag{Name: "auto-delete", Usage: "delete when the last consumer goes"}),
+				Action: func(cc *cli.Context) error {
+					name, err := oneArg(cc)
+					if err != nil {
+						return err
+					}
+					return ctlDo(cc, "PUT", queuePath(cc, name), map[string]any{"durable": cc.Bool("durable"), "auto_delete": cc.Bool("auto-delete")}, nil)
+				},
+			},
+			{
+				Name: "delete_queue", Usage: "delete a queue", ArgsUsage: "NAME",
+				Flags: ctlFlags(vhostFlag, &cli.BoolFlag{Name: "if-empty"}, &cli.BoolFlag{Name: "if-unused"}),
+				Action: func(cc *cli.Context) error {
+					name, err := oneArg(cc)
+					if err != nil {
+						return err
+					}
+					q := url.Values{}
+					if cc.Bool("if-empty") {
+						q.Set("if-empty", "true")
+					}
+					if cc.Bool("if-unused") {
+						q.Set("if-unused", "true")
+					}
+					p := queuePath(cc, name)
+					if len(q) > 0 {
+						p += "?" + q.Encode()
+					}
+					return ctlDo(cc, "DELETE", p, nil, nil)
+				},
+			},
+			{
+				Name: "purge_queue", Usage: "drop a queue's ready messages", ArgsUsage: "NAME", Flags: ctlFlags(vhostFlag),
+				Action: func(cc *cli.Context) error {
+					name, err := oneArg(cc)
+					if err != nil {
+						return err
+					}
+					return ctlDo(cc, "DELETE", queuePath(cc, name)+"/contents", nil, nil)
+				},
+			},
+			{
+				Name: "export_definitions", Usage: "write the broker's definitions (to FILE, or stdout)", ArgsUsage: "[FILE]", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error {
+					var defs json.RawMessage
+					if err := ctlDo(cc, "GET", "/api/definitions", nil, &defs); err != nil {
+						return err
+					}
+					var buf bytes.Buffer
+					if err := json.Indent(&buf, defs, "", "  "); err != nil {
+						return err
+					}
+					buf.WriteByte('\n')
+					if f := cc.Args().First(); f != "" && f != "-" {
+						return os.WriteFile(f, buf.Bytes(), 0o600)
+					}
+					_, err := cc.App.Writer.Write(buf.Bytes())
+					return err
+				},
+			},
+			{
+				Name: "import_definitions", Usage: "import a definitions file (or stdin)", ArgsUsage: "[FILE]", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error {
+					var data []byte
+					var err error
+					if f := cc.Args().First(); f != "" && f != "-" {
+						data, err = os.ReadFile(f)
+					} else {
+						data, err = io.ReadAll(cc.App.Reader)
+					}
+					if err != nil {
+						return err
+					}
+					return ctlDo(cc, "POST", "/api/definitions", json.RawMessage(data), nil)
+				},
+			},
+			{
+				Name: "status", Usage: "show the broker's status", Flags: ctlFlags(),
+				Action: func(cc *cli.Context) error {
+					var o map[string]any
+					if err := ctlDo(cc, "GET", "/api/overview", nil, &o); err != nil {
+						return err
+					}
+					if cc.Bool("json") {
+						return printJSON(cc, o)
+					}
+					w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
+					fmt.Fprintf(w, "node\t%v\n", o["node"])
+					fmt.Fprintf(w, "version\t%v\n", o["product_version"])
+					for _, group := range []string{"object_totals", "queue_totals"} {
+						m, _ := o[group].(map[string]any)
+						keys := make([]string, 0, len(m))
+						for k, v := range m {
+							if _, isMap := v.(map[string]any); !isMap {
+								keys = append(keys, k)
+							}
+						}
+						sort.Strings(keys)
+						for _, k := range keys {
+							fmt.Fprintf(w, "%s\t%v\n", k, m[k])
+						}
+					}
+					if ls, ok := o["listeners"].([]any); ok {
+						for _, l := range ls {
+							if lm, ok := l.(map[string]any); ok {
+								fmt.Fprintf(w, "listener\t%v %v:%v\n", lm["protocol"], lm["ip_address"], lm["port"])
+							}
+						}
+					}
+					return w.Flush()
+				},
+			},
+		},
+	}
+}
+
+func oneArg(cc *cli.Context) (string, error) {
+	if cc.NArg() != 1 {
+		return "", fmt.Errorf("want one argument: %s", cc.Command.ArgsUsage)
+	}
+	return cc.Args().First(), nil
+}
+
+func twoArgs(cc *cli.Context) (string, string, error) {
+	if cc.NArg() != 2 {
+		return "", "", fmt.Errorf("want two arguments: %s", cc.Command.ArgsUsage)
+	}
+	return cc.Args().Get(0), cc.Args().Get(1), nil
+}
+
+func queuePath(cc *cli.Context, name string) string {
+	return "/api/queues/" + url.PathEscape(cc.String("vhost")) + "/" + url.PathEscape(name)
+}
+
+func ctlDelete(cc *cli.Context, prefix string) error {
+	name, err := oneArg(cc)
+	if err != nil {
+		return err
+	}
+	return ctlDo(cc, "DELETE", prefix+url.PathEscape(name), nil, nil)
+}
+
+// ctlDo sends one API request; a JSON answer is decoded into out when
+// out is not nil. An error status is returned as an error with the
+// API's reason.
+func ctlDo(cc *cli.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	base := strings.TrimRight(cc.String("url"), "/")
+	req, err := http.NewRequestWithContext(cc.Context, method, base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(cc.String("user"), cc.String("password"))
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 60 * time.Second}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode >= 300 {
+		var e struct{ Error, Reason string }
+		if json.Unmarshal(data, &e) == nil && e.Reason != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, path, res.Status, e.Reason)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, res.Status)
+	}
+	if out != nil && len(data) > 0 {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func printJSON(cc *cli.Context, v any) error {
+	enc := json.NewEncoder(cc.App.Writer)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printList prints objects as a table of cols, or as JSON.
+func printList(cc *cli.Context, items []map[string]any, cols []string) error {
+	if cc.Bool("json") {
+		if items == nil {
+			items = []map[string]any{}
+		}
+		return printJSON(cc, items)
+	}
+	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(cols, "\t"))
+	for _, it := range items {
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = cell(it[c])
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	return w.Flush()
+}
+
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = cell(e)
+		}
+		return strings.Join(parts, ",")
+	case float64:
+		return fmt.Sprintf("%.15g", x)
+	}
+	return fmt.Sprint(v)
+}

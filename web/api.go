@@ -1,0 +1,329 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/broker"
+)
+
+// Access levels, as RabbitMQ's management user tags grant them.
+type level uint8
+
+const (
+	// levelManagement: any of management, policymaker, monitoring or
+	// administrator; sees the vhosts it has permissions on.
+	levelManagement level = iota
+	// levelMonitoring: monitoring or administrator; sees every
+	// connection, channel and node.
+	levelMonitoring
+	// levelAdmin: administrator.
+	levelAdmin
+)
+
+// principal is the authenticated user of a request.
+type principal struct {
+	name string
+	tags []string
+}
+
+func (p *principal) has(tag string) bool { return slices.Contains(p.tags, tag) }
+
+func (p *principal) admin() bool { return p.has("administrator") }
+
+// monitor reports whether p sees everything (monitoring or administrator).
+func (p *principal) monitor() bool { return p.admin() || p.has("monitoring") }
+
+func (p *principal) management() bool {
+	return p.monitor() || p.has("management") || p.has("policymaker")
+}
+
+func (p *principal) allows(l level) bool {
+	switch l {
+	case levelAdmin:
+		return p.admin()
+	case levelMonitoring:
+		return p.monitor()
+	}
+	return p.management()
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal)
+
+// maxBody bounds a request body; definitions may be large.
+const (
+	maxBody     = 16 << 20
+	maxDefsBody = 256 << 20
+)
+
+// routes builds the API and console mux.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, l level, f handlerFunc) {
+		mux.Handle(pattern, s.auth(l, f))
+	}
+	h("GET /api/overview", levelManagement, s.getOverview)
+	h("GET /api/cluster-name", levelManagement, s.getClusterName)
+	h("GET /api/nodes", levelMonitoring, s.getNodes)
+	h("GET /api/nodes/{node}", levelMonitoring, s.getNode)
+	h("GET /api/whoami", levelManagement, s.getWhoami)
+
+	h("GET /api/connections", levelManagement, s.getConnections)
+	h("GET /api/connections/{name}", levelManagement, s.getConnection)
+	h("DELETE /api/connections/{name}", levelManagement, s.deleteConnection)
+	h("GET /api/connections/{name}/channels", levelManagement, s.getConnectionChannels)
+	h("GET /api/vhosts/{vhost}/connections", levelManagement, s.getVHostConnections)
+	h("GET /api/channels", levelManagement, s.getChannels)
+	h("GET /api/vhosts/{vhost}/channels", levelManagement, s.getVHostChannels)
+	h("GET /api/consumers", levelManagement, s.getConsumers)
+	h("GET /api/consumers/{vhost}", levelManagement, s.getConsumers)
+
+	h("GET /api/exchanges", levelManagement, s.getExchanges)
+	h("GET /api/exchanges/{vhost}", levelManagement, s.getExchanges)
+	h("GET /api/exchanges/{vhost}/{name}", levelManagement, s.getExchange)
+	h("PUT /api/exchanges/{vhost}/{name}", levelManagement, s.putExchange)
+	h("DELETE /api/exchanges/{vhost}/{name}", levelManagement, s.deleteExchange)
+	h("POST /api/exchanges/{vhost}/{name}/publish", levelManagement, s.publish)
+	h("GET /api/exchanges/{vhost}/{name}/bindings/source", levelManagement, s.getExchangeBindingsSource)
+	h("GET /api/exchanges/{vhost}/{name}/bindings/destination", levelManagement, s.getExchangeBindingsDestination)
+
+	h("GET /api/queues", levelManagement, s.getQueues)
+	h("GET /api/queues/{vhost}", levelManagement, s.getQueues)
+	h("GET /api/queues/{vhost}/{name}", levelManagement, s.getQueue)
+	h("PUT /api/queues/{vhost}/{name}", levelManagement, s.putQueue)
+	h("DELETE /api/queues/{vhost}/{name}", levelManagement, s.deleteQueue)
+	h("DELETE /api/queues/{vhost}/{name}/contents", levelManagement, s.purgeQueue)
+	h("POST /api/queues/{vhost}/{name}/get", levelManagement, s.getMessages)
+	h("GET /api/queues/{vhost}/{name}/bindings", levelManagement, s.getQueueBindings)
+
+	h("GET /api/bindings", levelManagement, s.getBindings)
+	h("GET /api/bindings/{vhost}", levelManagement, s.getBindings)
+	for _, kind := range []string{"q", "e"} {
+		base := "/api/bindings/{vhost}/e/{source}/" + kind + "/{dest}"
+		toExchange := kind == "e"
+		h("GET "+base, levelManagement, s.getBindingsBetween(toExchange))
+		h("POST "+base, levelManagement, s.postBinding(toExchange))
+		h("GET "+base+"/{props}", levelManagement, s.getBinding(toExchange))
+		h("DELETE "+base+"/{props}", levelManagement, s.deleteBinding(toExchange))
+	}
+
+	h("GET /api/vhosts", levelManagement, s.getVHosts)
+	h("GET /api/vhosts/{vhost}", levelManagement, s.getVHost)
+	h("PUT /api/vhosts/{vhost}", levelAdmin, s.putVHost)
+	h("DELETE /api/vhosts/{vhost}", levelAdmin, s.deleteVHost)
+	h("GET /api/vhosts/{vhost}/permissions", levelAdmin, s.getVHostPermissions)
+
+	h("GET /api/users", levelAdmin, s.getUsers)
+	h("GET /api/users/{user}", levelAdmin, s.getUser)
+	h("PUT /api/users/{user}", levelAdmin, s.putUser)
+	h("DELETE /api/users/{user}", levelAdmin, s.deleteUser)
+	h("GET /api/users/{user}/permissions", levelAdmin, s.getUserPermissions)
+	h("GET /api/permissions", levelAdmin, s.getPermissions)
+	h("GET /api/permissions/{vhost}/{user}", levelAdmin, s.getPermission)
+	h("PUT /api/permissions/{vhost}/{user}", levelAdmin, s.putPermission)
+	h("DELETE /api/permissions/{vhost}/{user}", levelAdmin, s.deletePermission)
+
+	h("GET /api/definitions", levelAdmin, s.getDefinitions)
+	h("POST /api/definitions", levelAdmin, s.postDefinitions)
+	h("GET /api/definitions/{vhost}", levelAdmin, s.getDefinitions)
+	h("POST /api/definitions/{vhost}", levelAdmin, s.postDefinitions)
+
+	h("GET /api/health/checks/alarms", levelManagement, s.healthAlarms)
+	h("GET /api/health/checks/local-alarms", levelManagement, s.healthAlarms)
+	h("GET /api/health/checks/virtual-hosts", levelManagement, s.healthOK)
+	h("GET /api/health/checks/ready-to-serve-clients", levelManagement, s.healthOK)
+	h("GET /api/health/checks/port-listener/{port}", levelManagement, s.healthPort)
+	h("GET /api/aliveness-test/{vhost}", levelManagement, s.aliveness)
+
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+	})
+	mux.Handle("/", consoleHandler())
+	return protectSlashes(mux)
+}
+
+// slashSentinel stands for an escaped slash (%2F) in a path segment while
+// the mux routes: ServeMux cleans the unescaped path, so the vhost "/"
+// (".../%2F/...") would otherwise not match. pathValue turns it back.
+const slashSentinel = "\uFDD0"
+
+func protectSlashes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if raw := r.URL.RawPath; raw != "" && strings.Contains(strings.ToUpper(raw), "%2F") {
+			segs := strings.Split(raw, "/")
+			for i, seg := range segs {
+				seg = strings.ReplaceAll(strings.ReplaceAll(seg, "%2F", slashSentinel), "%2f", slashSentinel)
+				if u, err := url.PathUnescape(seg); err == nil {
+					segs[i] = u
+				}
+			}
+			r2 := new(http.Request)
+			*r2 = *r
+			u := *r.URL
+			u.Path, u.RawPath = strings.Join(segs, "/"), ""
+			r2.URL = &u
+			r = r2
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pathValue is r.PathValue with escaped slashes restored.
+func pathValue(r *http.Request, name string) string {
+	return strings.ReplaceAll(r.PathValue(name), slashSentinel, "/")
+}
+
+// auth checks HTTP basic credentials against the broker's users and the
+// user's tags against l.
+func (s *Server) auth(l level, f handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, pass, ok := r.BasicAuth()
+		if !ok {
+			unauthorised(w, "Login failed")
+			return
+		}
+		u, ok := s.b.Authenticate(name, pass)
+		if !ok {
+			unauthorised(w, "Login failed")
+			return
+		}
+		p := &principal{name: u.Name, tags: u.Tags}
+		if !p.management() {
+			unauthorised(w, "Not management user")
+			return
+		}
+		if !p.allows(l) {
+			if l == levelAdmin {
+				unauthorised(w, "Not administrator user")
+			} else {
+				unauthorised(w, "Not monitor user")
+			}
+			return
+		}
+		f(w, r, p)
+	})
+}
+
+func unauthorised(w http.ResponseWriter, reason string) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+	writeError(w, http.StatusUnauthorized, "not_authorised", reason)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, errName, reason string) {
+	writeJSON(w, status, map[string]string{"error": errName, "reason": reason})
+}
+
+func notFound(w http.ResponseWriter) {
+	writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
+}
+
+func badRequest(w http.ResponseWriter, reason string) {
+	writeError(w, http.StatusBadRequest, "bad_request", reason)
+}
+
+// brokerError answers with the status RabbitMQ's management API gives
+// for err.
+func (s *Server) brokerError(w http.ResponseWriter, err error) {
+	var ae *amqp.Error
+	switch {
+	case errors.Is(err, broker.ErrNotFound):
+		notFound(w)
+	case errors.Is(err, broker.ErrExists):
+		badRequest(w, err.Error())
+	case errors.As(err, &ae):
+		switch ae.Code {
+		case amqp.NotFound:
+			notFound(w)
+		case amqp.AccessRefused:
+			writeError(w, http.StatusUnauthorized, "not_authorised", ae.Text)
+		case amqp.InternalError:
+			s.log.Error("management request failed", zap.Error(err))
+			writeError(w, http.StatusInternalServerError, "internal_error", ae.Text)
+		default:
+			badRequest(w, ae.Text)
+		}
+	default:
+		badRequest(w, err.Error())
+	}
+}
+
+// decodeBody decodes a JSON request body into v, numbers as json.Number.
+// An empty body leaves v as it is.
+func decodeBody(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("malformed JSON body: %v", err)
+	}
+	return nil
+}
+
+// vhostParam returns the {vhost} path value, answering 404 for an unknown
+// vhost and 401 for one the user may not see.
+func (s *Server) vhostParam(w http.ResponseWriter, r *http.Request, p *principal) (string, bool) {
+	v := pathValue(r, "vhost")
+	if !s.b.HasVHost(v) {
+		notFound(w)
+		return "", false
+	}
+	if !s.canSeeVHost(p, v) {
+		writeError(w, http.StatusUnauthorized, "not_authorised", "Access refused.")
+		return "", false
+	}
+	return v, true
+}
+
+// canSeeVHost reports whether p may see objects of vhost v.
+func (s *Server) canSeeVHost(p *principal, v string) bool {
+	if p.monitor() {
+		return true
+	}
+	return slices.Contains(s.b.UserVHosts(p.name), v)
+}
+
+// visibleVHosts returns a filter for objects of vhosts p may see.
+func (s *Server) visibleVHosts(p *principal) func(string) bool {
+	if p.monitor() {
+		return func(string) bool { return true }
+	}
+	vs := s.b.UserVHosts(p.name)
+	return func(v string) bool { return slices.Contains(vs, v) }
+}
+
+// actingUser is the broker user whose permissions a management operation
+// is checked against: administrators act with full permissions, as the
+// broker itself.
+func actingUser(p *principal) string {
+	if p.admin() {
+		return ""
+	}
+	return p.name
+}
+
+// nodeName is the node name reported everywhere.
+func nodeName() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return "warren@" + strings.Split(host, ".")[0]
+}

@@ -1,0 +1,248 @@
+package web
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"os"
+	"slices"
+
+	"github.com/warrenmq/warren/broker"
+)
+
+// Administration: vhosts, users, permissions.
+
+func osPID() int { return os.Getpid() }
+
+func (s *Server) vhostJSON(name string) item {
+	var ready, unacked int
+	if qs, err := s.b.Queues(name); err == nil {
+		for _, q := range qs {
+			ready += q.Ready
+			unacked += q.Unacked
+		}
+	}
+	return item{
+		"name":                    name,
+		"description":             "",
+		"tags":                    []string{},
+		"metadata":                item{"description": "", "tags": []string{}},
+		"default_queue_type":      "classic",
+		"tracing":                 false,
+		"cluster_state":           item{nodeName(): "running"},
+		"messages":                ready + unacked,
+		"messages_ready":          ready,
+		"messages_unacknowledged": unacked,
+	}
+}
+
+func (s *Server) getVHosts(w http.ResponseWriter, r *http.Request, p *principal) {
+	visible := s.visibleVHosts(p)
+	var items []item
+	for _, v := range s.b.VHosts() {
+		if visible(v.Name) {
+			items = append(items, s.vhostJSON(v.Name))
+		}
+	}
+	writeList(w, r, items)
+}
+
+func (s *Server) getVHost(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.vhostJSON(vhost))
+}
+
+func (s *Server) putVHost(w http.ResponseWriter, r *http.Request, p *principal) {
+	name := pathValue(r, "vhost")
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	err := s.b.AddVHost(name)
+	switch {
+	case errors.Is(err, broker.ErrExists):
+		w.WriteHeader(http.StatusNoContent)
+	case err != nil:
+		s.brokerError(w, err)
+	default:
+		w.WriteHeader(http.StatusCreated)
+	}
+}
+
+func (s *Server) deleteVHost(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := s.b.DeleteVHost(pathValue(r, "vhost")); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func userJSON(u broker.UserInfo) item {
+	tags := u.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return item{
+		"name":              u.Name,
+		"password_hash":     base64.StdEncoding.EncodeToString(u.PasswordHash),
+		"hashing_algorithm": u.HashAlgorithm,
+		"tags":              tags,
+		"limits":            item{},
+	}
+}
+
+func (s *Server) findUser(name string) (broker.UserInfo, bool) {
+	for _, u := range s.b.Users() {
+		if u.Name == name {
+			return u, true
+		}
+	}
+	return broker.UserInfo{}, false
+}
+
+func (s *Server) getUsers(w http.ResponseWriter, r *http.Request, p *principal) {
+	var items []item
+	for _, u := range s.b.Users() {
+		items = append(items, userJSON(u))
+	}
+	writeList(w, r, items)
+}
+
+func (s *Server) getUser(w http.ResponseWriter, r *http.Request, p *principal) {
+	u, ok := s.findUser(pathValue(r, "user"))
+	if !ok {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, userJSON(u))
+}
+
+// putUser creates or updates a user: password, or password_hash (base64,
+// "" for no password login) with hashing_algorithm; tags as a list or a
+// comma-separated string.
+func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p *principal) {
+	name := pathValue(r, "user")
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	_, existed := s.findUser(name)
+	if err := s.applyUser(name, body); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+// applyUser creates or updates a user from a users endpoint or
+// definitions object.
+func (s *Server) applyUser(name string, body map[string]any) error {
+	tags := tagsFromJSON(body["tags"])
+	if pw, ok := body["password"].(string); ok {
+		return s.b.PutUser(name, pw, tags)
+	}
+	hashStr, ok := body["password_hash"].(string)
+	if !ok {
+		return errors.New("password or password_hash must be set")
+	}
+	hash, err := base64.StdEncoding.DecodeString(hashStr)
+	if err != nil {
+		return errors.New("password_hash is not valid base64")
+	}
+	alg, _ := body["hashing_algorithm"].(string)
+	return s.b.PutUserHash(name, hash, alg, tags)
+}
+
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := s.b.DeleteUser(pathValue(r, "user")); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func permissionJSON(pi broker.PermissionInfo) item {
+	return item{"user": pi.User, "vhost": pi.VHost, "configure": pi.Configure, "write": pi.Write, "read": pi.Read}
+}
+
+func (s *Server) writePermissions(w http.ResponseWriter, r *http.Request, keep func(broker.PermissionInfo) bool) {
+	var items []item
+	for _, pi := range s.b.Permissions() {
+		if keep(pi) {
+			items = append(items, permissionJSON(pi))
+		}
+	}
+	writeList(w, r, items)
+}
+
+func (s *Server) getPermissions(w http.ResponseWriter, r *http.Request, p *principal) {
+	s.writePermissions(w, r, func(broker.PermissionInfo) bool { return true })
+}
+
+func (s *Server) getVHostPermissions(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	s.writePermissions(w, r, func(pi broker.PermissionInfo) bool { return pi.VHost == vhost })
+}
+
+func (s *Server) getUserPermissions(w http.ResponseWriter, r *http.Request, p *principal) {
+	user := pathValue(r, "user")
+	if _, ok := s.findUser(user); !ok {
+		notFound(w)
+		return
+	}
+	s.writePermissions(w, r, func(pi broker.PermissionInfo) bool { return pi.User == user })
+}
+
+func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, user := pathValue(r, "vhost"), pathValue(r, "user")
+	i := slices.IndexFunc(s.b.Permissions(), func(pi broker.PermissionInfo) bool { return pi.User == user && pi.VHost == vhost })
+	if i < 0 {
+		notFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, permissionJSON(s.b.Permissions()[i]))
+}
+
+func (s *Server) putPermission(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, user := pathValue(r, "vhost"), pathValue(r, "user")
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	existed := slices.ContainsFunc(s.b.Permissions(), func(pi broker.PermissionInfo) bool { return pi.User == user && pi.VHost == vhost })
+	if err := s.b.SetPermissions(user, vhost, str("configure"), str("write"), str("read")); err != nil {
+		if errors.Is(err, broker.ErrNotFound) {
+			badRequest(w, err.Error())
+			return
+		}
+		s.brokerError(w, err)
+		return
+	}
+	if existed {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) deletePermission(w http.ResponseWriter, r *http.Request, p *principal) {
+	if err := s.b.ClearPermissions(pathValue(r, "user"), pathValue(r, "vhost")); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

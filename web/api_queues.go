@@ -1,0 +1,216 @@
+package web
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/warrenmq/warren/broker"
+)
+
+// Queues: GET /api/queues[/vhost[/name]], PUT, DELETE (if-empty,
+// if-unused), DELETE .../contents (purge), POST .../get.
+
+func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost := ""
+	if pathValue(r, "vhost") != "" {
+		var ok bool
+		if vhost, ok = s.vhostParam(w, r, p); !ok {
+			return
+		}
+	}
+	qs, err := s.b.Queues(vhost)
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	visible := s.visibleVHosts(p)
+	items := make([]item, 0, len(qs))
+	for _, q := range qs {
+		if visible(q.VHost) {
+			items = append(items, s.queueJSON(q))
+		}
+	}
+	writeList(w, r, items)
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	q, err := s.b.Queue(vhost, pathValue(r, "name"))
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	it := s.queueJSON(q)
+	conss := []item{}
+	for _, c := range s.b.QueueConsumers(vhost, q.Name) {
+		conss = append(conss, consumerJSON(c, ""))
+	}
+	it["consumer_details"] = conss
+	writeJSON(w, http.StatusOK, it)
+}
+
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	args, err := tableFromJSON(body["arguments"])
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	if t, ok := body["type"].(string); ok && t != "" && t != "classic" {
+		badRequest(w, "unsupported queue type '"+t+"'")
+		return
+	}
+	name := pathValue(r, "name")
+	_, lookupErr := s.b.Queue(vhost, name)
+	durable := true
+	if _, set := body["durable"]; set {
+		durable = boolField(body, "durable")
+	}
+	err = s.b.DeclareQueue(vhost, actingUser(p), broker.QueueSpec{
+		Name: name, Durable: durable, AutoDelete: boolField(body, "auto_delete"), Arguments: args,
+	})
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	if lookupErr == nil { // it existed: an equivalent redeclare
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	_, err := s.b.DeleteQueue(vhost, pathValue(r, "name"), q.Get("if-unused") == "true", q.Get("if-empty") == "true")
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	if _, err := s.b.PurgeQueue(vhost, pathValue(r, "name")); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getMessages is POST /api/queues/vhost/name/get: count, ackmode
+// (ack_requeue_true, ack_requeue_false, reject_requeue_true,
+// reject_requeue_false), encoding (auto or base64), truncate.
+func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	var body struct {
+		Count    json.Number `json:"count"`
+		AckMode  string      `json:"ackmode"`
+		Encoding string      `json:"encoding"`
+		Truncate json.Number `json:"truncate"`
+		Requeue  any         `json:"requeue"`
+	}
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	count := 1
+	if body.Count != "" {
+		n, err := strconv.Atoi(body.Count.String())
+		if err != nil || n < 0 {
+			badRequest(w, "count must be a non-negative integer")
+			return
+		}
+		count = n
+	}
+	var requeue bool
+	switch body.AckMode {
+	case "ack_requeue_true", "reject_requeue_true":
+		requeue = true
+	case "ack_requeue_false", "reject_requeue_false":
+	case "":
+		requeue = body.Requeue == true || body.Requeue == "true"
+	default:
+		badRequest(w, "ackmode must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false")
+		return
+	}
+	switch body.Encoding {
+	case "", "auto", "base64":
+	default:
+		badRequest(w, "encoding must be auto or base64")
+		return
+	}
+	truncate := -1
+	if body.Truncate != "" {
+		if n, err := strconv.Atoi(body.Truncate.String()); err == nil && n >= 0 {
+			truncate = n
+		}
+	}
+	msgs, err := s.b.Get(vhost, pathValue(r, "name"), count, requeue)
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	out := make([]item, 0, len(msgs))
+	for _, m := range msgs {
+		payload := m.Body
+		if truncate >= 0 && len(payload) > truncate {
+			payload = payload[:truncate]
+		}
+		enc, text := "string", string(payload)
+		if body.Encoding == "base64" || !utf8.Valid(payload) {
+			enc, text = "base64", base64.StdEncoding.EncodeToString(payload)
+		}
+		out = append(out, item{
+			"payload_bytes":    len(m.Body),
+			"redelivered":      m.Redelivered,
+			"exchange":         m.Exchange,
+			"routing_key":      m.RoutingKey,
+			"message_count":    m.MessageCount,
+			"properties":       propertiesJSON(m.Properties),
+			"payload":          text,
+			"payload_encoding": enc,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getQueueBindings(w http.ResponseWriter, r *http.Request, p *principal) {
+	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	name := pathValue(r, "name")
+	if _, err := s.b.Queue(vhost, name); err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	s.writeBindings(w, r, vhost, func(b broker.BindingInfo) bool {
+		return !b.DestinationIsExchange && b.Destination == name
+	})
+}

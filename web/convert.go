@@ -1,0 +1,415 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/broker"
+)
+
+// tableJSON turns an AMQP field table into JSON values as RabbitMQ shows
+// them; nil becomes an empty object.
+func tableJSON(t amqp.Table) map[string]any {
+	out := make(map[string]any, len(t))
+	for k, v := range t {
+		out[k] = valueJSON(v)
+	}
+	return out
+}
+
+func valueJSON(v any) any {
+	switch x := v.(type) {
+	case amqp.Table:
+		return tableJSON(x)
+	case map[string]any:
+		return tableJSON(amqp.Table(x))
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = valueJSON(e)
+		}
+		return out
+	case []byte:
+		return string(x)
+	case time.Time:
+		return x.Unix()
+	case amqp.Decimal:
+		return float64(x.Value) / math.Pow10(int(x.Scale))
+	}
+	return v
+}
+
+// tableFromJSON turns decoded JSON (numbers as json.Number) into an AMQP
+// field table: integers become long, other numbers double.
+func tableFromJSON(v any) (amqp.Table, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("arguments must be an object")
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	t := make(amqp.Table, len(m))
+	for k, e := range m {
+		t[k] = valueFromJSON(e)
+	}
+	return t, nil
+}
+
+func valueFromJSON(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x)
+		}
+		return x
+	case map[string]any:
+		t := make(amqp.Table, len(x))
+		for k, e := range x {
+			t[k] = valueFromJSON(e)
+		}
+		return t
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = valueFromJSON(e)
+		}
+		return out
+	}
+	return v
+}
+
+// propertiesJSON renders message properties with RabbitMQ's field names,
+// omitting absent ones.
+func propertiesJSON(p amqp.Properties) map[string]any {
+	out := map[string]any{}
+	set := func(k, v string) {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	set("content_type", p.ContentType)
+	set("content_encoding", p.ContentEncoding)
+	set("correlation_id", p.CorrelationID)
+	set("reply_to", p.ReplyTo)
+	set("expiration", p.Expiration)
+	set("message_id", p.MessageID)
+	set("type", p.Type)
+	set("user_id", p.UserID)
+	set("app_id", p.AppID)
+	set("cluster_id", p.ClusterID)
+	if p.DeliveryMode != 0 {
+		out["delivery_mode"] = p.DeliveryMode
+	}
+	if p.Priority != 0 {
+		out["priority"] = p.Priority
+	}
+	if p.Timestamp != 0 {
+		out["timestamp"] = p.Timestamp
+	}
+	if p.Headers != nil {
+		out["headers"] = tableJSON(p.Headers)
+	}
+	return out
+}
+
+// propertiesFromJSON reads message properties as the publish endpoint
+// takes them.
+func propertiesFromJSON(m map[string]any) (amqp.Properties, error) {
+	var p amqp.Properties
+	str := func(k string) string {
+		s, _ := m[k].(string)
+		return s
+	}
+	p.ContentType = str("content_type")
+	p.ContentEncoding = str("content_encoding")
+	p.CorrelationID = str("correlation_id")
+	p.ReplyTo = str("reply_to")
+	p.Expiration = str("expiration")
+	p.MessageID = str("message_id")
+	p.Type = str("type")
+	p.UserID = str("user_id")
+	p.AppID = str("app_id")
+	p.ClusterID = str("cluster_id")
+	num := func(k string, limit uint64) (uint64, error) {
+		v, ok := m[k]
+		if !ok || v == nil {
+			return 0, nil
+		}
+		var s string
+		switch x := v.(type) {
+		case json.Number:
+			s = x.String()
+		case string:
+			s = x
+		case float64:
+			s = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			return 0, fmt.Errorf("property %s: not a number", k)
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n > limit {
+			return 0, fmt.Errorf("property %s: invalid value %q", k, s)
+		}
+		return n, nil
+	}
+	dm, err := num("delivery_mode", 2)
+	if err != nil {
+		return p, err
+	}
+	pr, err := num("priority", 255)
+	if err != nil {
+		return p, err
+	}
+	ts, err := num("timestamp", math.MaxUint64)
+	if err != nil {
+		return p, err
+	}
+	p.DeliveryMode, p.Priority, p.Timestamp = uint8(dm), uint8(pr), ts
+	if h, ok := m["headers"]; ok && h != nil {
+		t, err := tableFromJSON(h)
+		if err != nil {
+			return p, fmt.Errorf("headers: %v", err)
+		}
+		p.Headers = t
+		if p.Headers == nil {
+			p.Headers = amqp.Table{}
+		}
+	}
+	return p, nil
+}
+
+// details is RabbitMQ's rate object.
+func details(rate float64) map[string]any {
+	return map[string]any{"rate": math.Round(rate*10) / 10}
+}
+
+func messageStatsJSON(s broker.MessageStats, r rateSet) map[string]any {
+	return map[string]any{
+		"publish":             s.Publish,
+		"publish_details":     details(r.Publish),
+		"deliver":             s.Deliver,
+		"deliver_details":     details(r.Deliver),
+		"deliver_no_ack":      0,
+		"get":                 s.Get,
+		"get_details":         details(r.Get),
+		"deliver_get":         s.Deliver + s.Get,
+		"deliver_get_details": details(r.DeliverGet),
+		"ack":                 s.Ack,
+		"ack_details":         details(r.Ack),
+		"redeliver":           s.Redeliver,
+		"redeliver_details":   details(r.Redeliver),
+	}
+}
+
+func (s *Server) queueJSON(q broker.QueueInfo) item {
+	r := s.rates.queue(q.VHost, q.Name)
+	it := item{
+		"name":                            q.Name,
+		"vhost":                           q.VHost,
+		"durable":                         q.Durable,
+		"auto_delete":                     q.AutoDelete,
+		"exclusive":                       q.Exclusive,
+		"arguments":                       tableJSON(q.Arguments),
+		"node":                            nodeName(),
+		"state":                           "running",
+		"type":                            "classic",
+		"policy":                          nil,
+		"operator_policy":                 nil,
+		"effective_policy_definition":     map[string]any{},
+		"exclusive_consumer_tag":          nil,
+		"messages":                        q.Ready + q.Unacked,
+		"messages_details":                details(r.Messages),
+		"messages_ready":                  q.Ready,
+		"messages_ready_details":          details(r.Ready),
+		"messages_unacknowledged":         q.Unacked,
+		"messages_unacknowledged_details": details(r.Unacked),
+		"message_bytes":                   q.ReadyBytes,
+		"message_bytes_ready":             q.ReadyBytes,
+		"consumers":                       q.Consumers,
+		"message_stats":                   messageStatsJSON(q.Stats, r),
+	}
+	if q.Owner != "" {
+		it["owner_pid_details"] = map[string]any{"name": q.Owner}
+	}
+	return it
+}
+
+func exchangeJSON(x broker.ExchangeInfo) item {
+	return item{
+		"name":                      x.Name,
+		"vhost":                     x.VHost,
+		"type":                      x.Type,
+		"durable":                   x.Durable,
+		"auto_delete":               x.AutoDelete,
+		"internal":                  x.Internal,
+		"arguments":                 tableJSON(x.Arguments),
+		"policy":                    nil,
+		"user_who_performed_action": "rmq-internal",
+	}
+}
+
+// propertiesKey is RabbitMQ's identifier of a binding within its source
+// and destination: "~" for an empty key without arguments, the key alone
+// without arguments, else the key, "~" and a digest of the arguments.
+func propertiesKey(key string, args amqp.Table) string {
+	if len(args) == 0 {
+		if key == "" {
+			return "~"
+		}
+		return key
+	}
+	enc, _ := args.AppendTo(nil)
+	var h uint64 = 14695981039346656037
+	for _, c := range enc {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return key + "~" + strconv.FormatUint(h, 36)
+}
+
+func bindingJSON(bn broker.BindingInfo) item {
+	dt := "queue"
+	if bn.DestinationIsExchange {
+		dt = "exchange"
+	}
+	return item{
+		"source":           bn.Source,
+		"vhost":            bn.VHost,
+		"destination":      bn.Destination,
+		"destination_type": dt,
+		"routing_key":      bn.RoutingKey,
+		"arguments":        tableJSON(bn.Arguments),
+		"properties_key":   propertiesKey(bn.RoutingKey, bn.Arguments),
+	}
+}
+
+func connectionJSON(c broker.ConnectionInfo) item {
+	state := "starting"
+	if c.Open {
+		state = "running"
+	}
+	it := item{
+		"name":               c.Name,
+		"node":               nodeName(),
+		"type":               "network",
+		"protocol":           "AMQP 0-9-1",
+		"state":              state,
+		"vhost":              c.VHost,
+		"user":               c.User,
+		"user_provided_name": nil,
+		"channels":           c.Channels,
+		"peer_host":          c.PeerHost,
+		"peer_port":          c.PeerPort,
+		"host":               c.Host,
+		"port":               c.Port,
+		"ssl":                false,
+		"auth_mechanism":     "PLAIN",
+		"connected_at":       c.ConnectedAt.UnixMilli(),
+		"client_properties":  tableJSON(c.ClientProperties),
+		"frame_max":          c.FrameMax,
+		"channel_max":        c.ChannelMax,
+		"timeout":            int(c.Heartbeat / time.Second),
+		"send_pend":          c.SendPending,
+	}
+	if n, ok := c.ClientProperties["connection_name"].(string); ok {
+		it["user_provided_name"] = n
+	}
+	return it
+}
+
+func channelName(c string, n uint16) string { return fmt.Sprintf("%s (%d)", c, n) }
+
+func peerOf(conn string) (string, int) {
+	peer, _, _ := strings.Cut(conn, " -> ")
+	i := strings.LastIndex(peer, ":")
+	if i < 0 {
+		return peer, 0
+	}
+	port, _ := strconv.Atoi(peer[i+1:])
+	return strings.Trim(peer[:i], "[]"), port
+}
+
+func channelJSON(c broker.ChannelInfo) item {
+	host, port := peerOf(c.Connection)
+	return item{
+		"name":   channelName(c.Connection, c.Number),
+		"number": c.Number,
+		"node":   nodeName(),
+		"connection_details": map[string]any{
+			"name": c.Connection, "peer_host": host, "peer_port": port,
+		},
+		"vhost":                   c.VHost,
+		"user":                    c.User,
+		"state":                   "running",
+		"consumer_count":          c.Consumers,
+		"messages_unacknowledged": c.Unacked,
+		"prefetch_count":          0,
+		"global_prefetch_count":   c.GlobalPrefetch,
+		"confirm":                 false,
+		"transactional":           false,
+	}
+}
+
+func consumerJSON(c broker.ConsumerInfo, user string) item {
+	host, port := peerOf(c.Connection)
+	return item{
+		"consumer_tag": c.Tag,
+		"queue":        map[string]any{"name": c.Queue, "vhost": c.VHost},
+		"channel_details": map[string]any{
+			"name": channelName(c.Connection, c.Channel), "number": c.Channel,
+			"connection_name": c.Connection, "peer_host": host, "peer_port": port, "user": user,
+		},
+		"ack_required":    c.AckRequired,
+		"exclusive":       c.Exclusive,
+		"prefetch_count":  c.Prefetch,
+		"arguments":       map[string]any{},
+		"active":          true,
+		"activity_status": "up",
+		"priority":        c.Priority,
+	}
+}
+
+// tagsFromJSON reads user tags given as a list or a comma-separated string.
+func tagsFromJSON(v any) []string {
+	var tags []string
+	switch x := v.(type) {
+	case string:
+		for t := range strings.SplitSeq(x, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tags = append(tags, t)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if s, ok := e.(string); ok && s != "" {
+				tags = append(tags, s)
+			}
+		}
+	}
+	return tags
+}
+
+// boolField reads a JSON boolean that may come as a string.
+func boolField(m map[string]any, k string) bool {
+	switch x := m[k].(type) {
+	case bool:
+		return x
+	case string:
+		return x == "true"
+	}
+	return false
+}
