@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
@@ -44,12 +45,27 @@ func accessSetup(t *testing.T, configure, write, read string) (*brokertest.Serve
 
 // publishSync publishes and then makes a round trip, so that a channel
 // exception caused by the publish is returned.
+//
+// A refused publish closes the channel; the client may then fail the
+// passive declare with its own "channel not open" error before it has read
+// the server's channel.close, so the close reason is taken from
+// NotifyClose.
 func publishSync(ch *amqp091.Channel, exchange, key string) error {
+	closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	if err := ch.PublishWithContext(context.Background(), exchange, key, false, false, amqp091.Publishing{Body: []byte("m")}); err != nil {
 		return err
 	}
-	_, err := ch.QueueDeclarePassive("allowed.q", false, false, false, false, nil)
-	return err
+	if _, err := ch.QueueDeclarePassive("allowed.q", false, false, false, false, nil); err != nil {
+		select {
+		case e := <-closed:
+			if e != nil {
+				return e
+			}
+		case <-time.After(5 * time.Second):
+		}
+		return err
+	}
+	return nil
 }
 
 func TestAccessControlTable(t *testing.T) {

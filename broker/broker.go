@@ -169,6 +169,8 @@ type Broker struct {
 	alarm alarms
 	// ct is the consumer timeout clock (consumer_timeout.go).
 	ct consumerTimeouts
+	// reply holds the direct reply-to consumers (replyto.go).
+	reply replyRegistry
 
 	// mgmt is what the management API reads besides the entities
 	// (snapshot.go).

@@ -222,6 +222,7 @@ func (ch *channel) shutdown() {
 	}
 	ch.closed = true
 	ch.c.b.mgmt.removeChannel(ch)
+	ch.c.b.reply.drop(ch, "")
 	ch.confirms.close()
 	conss := make([]*consumer, 0, len(ch.consumers))
 	for _, cons := range ch.consumers {

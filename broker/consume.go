@@ -139,6 +139,9 @@ func (ch *channel) qos(m *amqp.BasicQos) error {
 }
 
 func (ch *channel) consume(m *amqp.BasicConsume) error {
+	if m.Queue == replyToQueue {
+		return ch.consumeReplyTo(m)
+	}
 	if err := ch.accessQueue(permRead, m.Queue, amqp.ClassBasic, 20); err != nil {
 		return err
 	}
@@ -203,6 +206,7 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 }
 
 func (ch *channel) cancel(m *amqp.BasicCancel) error {
+	ch.c.b.reply.drop(ch, m.ConsumerTag)
 	ch.mu.Lock()
 	cons := ch.consumers[m.ConsumerTag]
 	delete(ch.consumers, m.ConsumerTag)

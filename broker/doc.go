@@ -19,7 +19,12 @@
 //
 //	Broker.mu → vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
-// conn.starvedMu, channel.starvedMu and alarms.mu are leaf locks.
+// conn.starvedMu, channel.starvedMu, alarms.mu and replyRegistry.mu are
+// leaf locks. At most one queueEntity.mu is held at a time: dead letters
+// are collected under the source queue's lock and routed to the
+// dead-letter exchange's queues after it is released (deadletter.go).
+// Queue timers (message expiry, x-expires) and the consumer-timeout
+// checker run on goroutines of their own and take the locks in this order.
 // Permission checks (access.go) take Broker.mu alone, with no other lock
 // held, before the handler takes any. Nothing blocks, does I/O, or waits on
 // a Go channel while holding any of them; the writer does its socket writes

@@ -625,12 +625,11 @@ func TestConsumerTimeout(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no basic.cancel")
 	}
-	// The delivery went back to the queue; acking it now is an unknown tag.
+	// The delivery went back to the queue.
 	d := getOne(t, ch, "q")
-	if !d.Redelivered || string(d.Body) != "m" {
+	if !d.Redelivered || string(d.Body) != "m" || m.DeliveryTag != 1 {
 		t.Fatalf("requeued %q redelivered=%v", d.Body, d.Redelivered)
 	}
-	expectCode(t, m.Ack(false), 0)
 	// A queue's x-consumer-timeout overrides the broker's.
 	ch2 := open(t, c)
 	_, err = ch2.QueueDeclare("q2", false, false, false, false, amqp091.Table{"x-consumer-timeout": int32(50)})
@@ -643,5 +642,47 @@ func TestConsumerTimeout(t *testing.T) {
 	case <-cancels:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no basic.cancel for x-consumer-timeout")
+	}
+}
+
+func TestDirectReplyTo(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	c := dial(t, s)
+	client := open(t, c)
+	server := open(t, c)
+	_, err := server.QueueDeclare("rpc", false, false, false, false, nil)
+	mustOK(t, err)
+	requests, err := server.Consume("rpc", "", true, false, false, false, nil)
+	mustOK(t, err)
+	// reply_to needs a reply consumer on the publishing channel.
+	bad := open(t, c)
+	closed := bad.NotifyClose(make(chan *amqp091.Error, 1))
+	publish(t, bad, "", "rpc", amqp091.Publishing{ReplyTo: "amq.rabbitmq.reply-to"})
+	select {
+	case e := <-closed:
+		expectReason(t, expectCode(t, e, 406), "PRECONDITION_FAILED - fast reply consumer does not exist")
+	case <-time.After(5 * time.Second):
+		t.Fatal("channel not closed")
+	}
+	_, err = open(t, c).Consume("amq.rabbitmq.reply-to", "", false, false, false, false, nil)
+	expectReason(t, expectCode(t, err, 406), "PRECONDITION_FAILED - reply consumer cannot acknowledge")
+
+	replies, err := client.Consume("amq.rabbitmq.reply-to", "rc", true, false, false, false, nil)
+	mustOK(t, err)
+	publish(t, client, "", "rpc", amqp091.Publishing{ReplyTo: "amq.rabbitmq.reply-to", CorrelationId: "1", Body: []byte("ping")})
+	req := recv(t, requests)
+	if len(req.ReplyTo) <= len("amq.rabbitmq.reply-to.") || req.ReplyTo[:22] != "amq.rabbitmq.reply-to." {
+		t.Fatalf("reply_to %q", req.ReplyTo)
+	}
+	publish(t, server, "", req.ReplyTo, amqp091.Publishing{CorrelationId: req.CorrelationId, Body: []byte("pong")})
+	r := recv(t, replies)
+	if string(r.Body) != "pong" || r.CorrelationId != "1" || r.ConsumerTag != "rc" || r.RoutingKey != req.ReplyTo {
+		t.Fatalf("reply %q %q %q %q", r.Body, r.CorrelationId, r.ConsumerTag, r.RoutingKey)
+	}
+	// No queue was made for it.
+	qs, err := s.Queues("/")
+	mustOK(t, err)
+	if len(qs) != 1 {
+		t.Fatalf("queues %v", qs)
 	}
 }

@@ -152,6 +152,11 @@ func (ch *channel) finishPublish() error {
 	if err := checkExpiration(p.header); err != nil {
 		return err
 	}
+	header, err := ch.rewriteReplyTo(p.header)
+	if err != nil {
+		return err
+	}
+	msg.Header = header
 	if ch.tx {
 		ch.txPubs = append(ch.txPubs, txPublish{exchange: p.exchange, mandatory: p.mandatory, msg: msg})
 		return nil
@@ -179,6 +184,9 @@ func (ch *channel) finishPublish() error {
 // took it. A non-zero confirmSeq makes the publish's confirm wait for
 // every journal write the message needs.
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
+	if ex.name == "" && isReplyName(msg.RoutingKey) {
+		return ch.routeReply(mandatory, msg)
+	}
 	v := ch.c.vhost
 	v.mu.RLock()
 	// A stale ex (deleted since lookup) routes nowhere, as RabbitMQ would.

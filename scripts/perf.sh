@@ -8,13 +8,17 @@
 # fresh for every round and stopped, with all temp dirs removed, on exit.
 # Nothing but 127.0.0.1 is contacted.
 #
-#   SECONDS_PER_RUN=10 RUNS=3 CONNECTIONS=1000 bash scripts/perf.sh
+# CLIENT picks the bench's producer/consumer client: raw (the default, Warren's
+# codec; cheap enough that the broker is the bottleneck) or amqp091.
+#
+#   SECONDS_PER_RUN=10 RUNS=3 CONNECTIONS=1000 CLIENT=raw bash scripts/perf.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 S=${SECONDS_PER_RUN:-10}
 RUNS=${RUNS:-3}
 NCONN=${CONNECTIONS:-1000}
+CLIENT=${CLIENT:-raw}
 WARREN_PORT=${WARREN_PORT:-5682}
 RABBIT_PORT=${RABBIT_PORT:-5692}
 RABBIT_DIST_PORT=${RABBIT_DIST_PORT:-25692}
@@ -149,7 +153,7 @@ add() { R["$1/$2"]="${R["$1/$2"]:-} $3"; }
 bench() {
   local b=$1; shift
   local out
-  out=$(timeout $((S + 120)) "$W" bench --uri "$(uri "$b")" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
+  out=$(timeout $((S + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
   if [ -z "$out" ]; then echo "bench failed against $b: $*" >&2; tail -n 5 "$TMP/bench-$b.log" >&2; exit 1; fi
   local f; f=$(jf "$out" failures)
   [ "$f" = 0 ] || log "$b: $f failures in: $*"
@@ -253,7 +257,7 @@ row() { # row KEY LABEL [noratio]
 }
 
 echo
-echo "Medians of $RUNS runs, ${S}s each, $(nproc) CPUs, $(date -u +%Y-%m-%d). RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), Warren $("$W" --version | awk '{print $NF}')."
+echo "Medians of $RUNS runs, ${S}s each, bench client $CLIENT, $(nproc) CPUs, $(date -u +%Y-%m-%d). RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?'), Warren $("$W" --version | awk '{print $NF}')."
 echo "Ratio = Warren / RabbitMQ (above 1 is better for rates, worse for latency, time and memory)."
 echo
 echo "| scenario | RabbitMQ | Warren | ratio |"

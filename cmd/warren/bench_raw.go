@@ -48,7 +48,9 @@ const (
 )
 
 const (
-	rawReadBuf       = 512 << 10 // a reader's buffer: many deliveries per read
+	rawReadBuf       = 256 << 10 // a consumer connection's read buffer: many deliveries per read
+	rawReadBufTotal  = 64 << 20  // ... unless there are many: they share this much, 32 KiB at least
+	rawReadBufSmall  = 16 << 10  // a producer connection's: confirms only
 	rawWriteBuf      = 128 << 10 // a connection's write buffer goes out when this full
 	rawFlushInterval = 2 * time.Millisecond
 	rawTimeout       = 30 * time.Second // handshake and synchronous methods
@@ -132,19 +134,20 @@ const (
 	rawWantBody
 )
 
-func newRawConn(nc net.Conn) *rawConn {
+func newRawConn(nc net.Conn, readBuf int) *rawConn {
 	return &rawConn{
 		nc:    nc,
-		fr:    wire.NewFrameReader(nc, rawReadBuf),
+		fr:    wire.NewFrameReader(nc, readBuf),
 		chans: []*rawChannel{nil},
-		wbuf:  make([]byte, 0, rawWriteBuf+4096),
+		wbuf:  make([]byte, 0, 4096), // grows to what a flush carries, then stays
 		done:  make(chan struct{}),
 		quit:  make(chan struct{}),
 	}
 }
 
-// rawDial connects to uri and performs the handshake.
-func rawDial(uri, name string) (*rawConn, error) {
+// rawDial connects to uri and performs the handshake. readBuf is the size
+// of the read buffer.
+func rawDial(uri, name string, readBuf int) (*rawConn, error) {
 	u, err := amqp.ParseURI(uri)
 	if err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func rawDial(uri, name string) (*rawConn, error) {
 		}
 		nc = tls.Client(nc, cfg)
 	}
-	c := newRawConn(nc)
+	c := newRawConn(nc, readBuf)
 	if err := c.handshake(u, name); err != nil {
 		c.shutdown()
 		c.bg.Wait()
@@ -256,7 +259,9 @@ func (c *rawConn) handshake(u amqp.URI, name string) error {
 	if err := c.send(nil, &wire.ConnectionTuneOk{ChannelMax: c.channelMax, FrameMax: c.frameMax, Heartbeat: hb}); err != nil {
 		return err
 	}
-	c.fr.SetMaxFrameSize(c.frameMax)
+	// No limit from now on: a broker's frame that exceeds frame-max by a
+	// little is no reason to fail a benchmark.
+	c.fr.SetMaxFrameSize(0)
 	if c.heartbeat > 0 {
 		c.bg.Go(c.heartbeats)
 	}
@@ -812,8 +817,16 @@ func (rc *rawClient) open() (int, error) {
 	if n == 0 || n > workers {
 		n = workers
 	}
+	consumerConns := min(cfg.Consumers, n)
+	readBuf := min(rawReadBuf, max(32<<10, rawReadBufTotal/max(consumerConns, 1)))
 	for i := range n {
-		c, err := rawDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i))
+		size := rawReadBufSmall
+		for w := i; w < workers; w += n {
+			if w >= cfg.Producers {
+				size = readBuf
+			}
+		}
+		c, err := rawDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i), size)
 		if err != nil {
 			return len(rc.conns), fmt.Errorf("connect: %w", err)
 		}

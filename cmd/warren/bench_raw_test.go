@@ -121,13 +121,12 @@ func TestBenchRawBrokerErrors(t *testing.T) {
 		t.Errorf("consume from a missing queue: %v, want a 404", err)
 	}
 
-	cfg = benchDefaults("amqp://guest:wrong@" + s.Addr)
-	cfg.Predeclared = true // the admin connection is amqp091's: dial the raw client here
-	if c, err := rawDial(cfg.URI, "t"); err == nil {
+	// The run's admin connection is amqp091's: dial the raw client itself.
+	if c, err := rawDial("amqp://guest:wrong@"+s.Addr, "t", 0); err == nil {
 		c.shutdown()
 		t.Error("a wrong password was accepted")
 	}
-	if c, err := rawDial(s.URL+"/no-such-vhost", "t"); err == nil {
+	if c, err := rawDial(s.URL+"/no-such-vhost", "t", 0); err == nil {
 		c.shutdown()
 		t.Error("a missing vhost was accepted")
 	}
@@ -178,7 +177,7 @@ func TestRawClientProtocol(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- scriptedServer(ln, size) }()
 
-	c, err := rawDial("amqp://u:p@"+ln.Addr().String()+"/vh", "t")
+	c, err := rawDial("amqp://u:p@"+ln.Addr().String()+"/vh", "t", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +342,7 @@ func (r *loopReader) Read(p []byte) (int, error) {
 }
 
 func TestRawNoAllocsPerMessage(t *testing.T) {
-	c := newRawConn(discardConn{})
+	c := newRawConn(discardConn{}, 0)
 	ch := &rawChannel{c: c, id: 1, closedC: make(chan struct{})}
 	c.chans = append(c.chans, ch)
 	var acked, nacked atomic.Uint64
