@@ -54,7 +54,7 @@ const (
 	rawWriteBuf      = 128 << 10 // a connection's write buffer goes out when this full
 	rawFlushInterval = 2 * time.Millisecond
 	rawTimeout       = 30 * time.Second // handshake and synchronous methods
-	rawHeartbeat     = 10 * time.Second // offered; the server's lower non-zero value wins
+	rawHeartbeat     = 10 * time.Second // the most we ask for; a lower server value (0 = none) wins
 	rawCloseTimeout  = 5 * time.Second  // for close-ok
 )
 
