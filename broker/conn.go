@@ -412,6 +412,8 @@ func (c *conn) writeLoop() {
 				continue
 			}
 			if now.Sub(lastWrite) >= hb/2 {
+				// Idle: let a large spare buffer go, then send a heartbeat.
+				o.dropSpare()
 				o.lock()
 				start := len(o.buf)
 				o.buf = amqp.AppendHeartbeat(o.buf)
@@ -444,7 +446,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 		}
-		o.recycle(buf, len(buf))
+		o.recycle(buf)
 		if closed {
 			return
 		}

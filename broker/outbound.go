@@ -13,7 +13,7 @@ const maxSpare = 8 << 20
 // bigBody is the body size from which a delivery's body is written from
 // the message itself (vectored write) instead of being copied into the
 // outbound buffer.
-const bigBody = 8 << 10
+const bigBody = 2 << 10
 
 // outbound is a connection's queue of bytes to write, filled by any
 // goroutine (under mu) and drained by the connection's writer goroutine.
@@ -83,15 +83,24 @@ func (o *outbound) take() (net.Buffers, []byte, bool) {
 }
 
 // recycle returns a written buffer for reuse, so that a busy connection
-// does not grow a new buffer for every batch. A buffer much larger than
-// what was just written goes, so an idle connection does not keep one.
-func (o *outbound) recycle(buf []byte, written int) {
-	if c := cap(buf); c > maxSpare || (c > 64<<10 && written < c/8) {
+// does not grow a new buffer for every batch. Writer goroutine.
+func (o *outbound) recycle(buf []byte) {
+	if cap(buf) > maxSpare {
 		return
 	}
 	o.mu.Lock()
 	if o.spare == nil {
 		o.spare = buf[:0]
+	}
+	o.mu.Unlock()
+}
+
+// dropSpare lets an idle connection's spare buffer go when it is large.
+// Writer goroutine.
+func (o *outbound) dropSpare() {
+	o.mu.Lock()
+	if cap(o.spare) > 64<<10 {
+		o.spare = nil
 	}
 	o.mu.Unlock()
 }
