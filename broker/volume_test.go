@@ -13,14 +13,11 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
-// volumeCount is how many messages the volume tests move: a million, or a
-// tenth of that under the race detector, which slows the client ~10x.
+// volumeCount is how many messages the volume tests move: a million
+// (20,000 with -short).
 func volumeCount(t *testing.T) int {
 	if testing.Short() {
 		return 20_000
-	}
-	if raceEnabled {
-		return 100_000
 	}
 	return 1_000_000
 }

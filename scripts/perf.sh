@@ -218,6 +218,35 @@ sc6() { # open NCONN connections, sample the broker's RSS while they are held
   add s6fail "$b" "$(jf "$j" failures)"
 }
 
+# Durable scenarios (DURABLE=0 skips them): persistent 16 B messages to a
+# durable queue with confirms (window 1000), fsync before confirm, and
+# manual-ack consumers, with 1, 4 and 16 publishers; then QUEUED persistent
+# messages published into a durable queue nobody consumes, with the
+# broker's peak RSS sampled meanwhile. The queued run goes once per broker.
+DURABLE=${DURABLE:-1}
+QUEUED=${QUEUED:-1000000}
+
+sc8() {
+  local j x
+  for x in 1 4 16; do
+    j=$(bench "$1" -x "$x" -y 2 -s 16 --persistent --confirm 1000 --prefetch 1000 --multi-ack 100 --duration "${S}s")
+    add "s8x$x" "$1" "$(jf "$j" send_rate)"
+  done
+}
+
+sc9() { # publish QUEUED messages with no consumer; peak RSS while they are queued
+  local b=$1 j pid peak=0 r
+  pid=$(pid_of "$b")
+  ( while :; do rss_kb "$pid"; sleep 0.5; done ) >"$TMP/rss-$b" 2>/dev/null &
+  local sampler=$!
+  j=$(bench "$b" -x 1 -y 0 -s 16 --persistent --confirm 1000 --pmessages "$QUEUED")
+  sleep 1
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null || true
+  peak=$(sort -n "$TMP/rss-$b" | tail -n 1)
+  add s9 "$b" "$(jf "$j" send_rate)"
+  add s9rss "$b" "$(awk -v k="$peak" 'BEGIN {printf "%.1f", k / 1024}')"
+}
+
 for round in $(seq "$RUNS"); do
   log "round $round/$RUNS: starting brokers"
   start_rabbit
@@ -231,7 +260,10 @@ for round in $(seq "$RUNS"); do
   # goes first flips every round. Connections go first, on fresh brokers, so
   # heap kept from earlier scenarios does not hide the RSS growth.
   if [ $((round % 2)) -eq 1 ]; then order="rabbit warren"; else order="warren rabbit"; fi
-  for sc in sc6 sc1 sc2 sc3 sc4 sc5; do
+  scs="sc6 sc1 sc2 sc3 sc4 sc5"
+  [ "$DURABLE" = 0 ] || scs="$scs sc8"
+  [ "$DURABLE" = 0 ] || [ "$round" != 1 ] || scs="$scs sc9"
+  for sc in $scs; do
     for b in $order; do
       log "round $round/$RUNS: $sc on $b"
       "$sc" "$b"
@@ -277,3 +309,10 @@ row s6rss "6. … broker RSS per connection, KiB"
 row s6fail "6. … failures" noratio
 row s7rss "7. idle broker RSS after start, MiB"
 row s7start "7. start to first accepted TCP connection, ms"
+if [ "$DURABLE" != 0 ]; then
+  row s8x1 "8. persistent 16 B, durable queue, confirms (window 1000), 1 publisher: confirmed msg/s"
+  row s8x4 "8. … 4 publishers"
+  row s8x16 "8. … 16 publishers"
+  row s9 "9. $QUEUED persistent 16 B queued (no consumer), confirms: publish msg/s (one run)"
+  row s9rss "9. … broker peak RSS while queued, MiB (one run)"
+fi

@@ -13,12 +13,13 @@ as_root() {
     echo "need root to install: $*" >&2; return 1; fi
 }
 
-step "installing the interop clients (Debian: python3-pika amqp-tools nodejs npm; npm: amqplib)"
+step "installing the interop clients (Debian: python3-pika amqp-tools nodejs npm chromium; npm: amqplib)"
 need_pkgs=()
 [ -d /usr/lib/python3/dist-packages/pika ] || need_pkgs+=(python3-pika)
 [ -x /usr/bin/amqp-publish ] || need_pkgs+=(amqp-tools)
 command -v node >/dev/null || need_pkgs+=(nodejs)
 command -v npm >/dev/null || need_pkgs+=(npm)
+[ -x /usr/bin/chromium ] || need_pkgs+=(chromium) # web/browser_test.go drives the console
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
@@ -47,7 +48,11 @@ go test -race -count=1 -timeout 15m ./...
 step "fuzz smoke"
 for target in amqp:FuzzReadFrame amqp:FuzzDecodeMethod amqp:FuzzDecodeTable amqp:FuzzDecodeContentHeader broker:FuzzConn; do
   pkg=${target%%:*} f=${target#*:}
-  go test "./${pkg}/" -run '^$' -fuzz "^${f}\$" -fuzztime 10s -parallel 2 >/dev/null
+  if ! out=$(go test "./${pkg}/" -run '^$' -fuzz "^${f}\$" -fuzztime 10s -parallel 2 2>&1); then
+    echo "$out"
+    echo "$pkg $f: FAILED"
+    exit 1
+  fi
   echo "$pkg $f: ok"
 done
 echo

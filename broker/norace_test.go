@@ -1,5 +1,0 @@
-//go:build !race
-
-package broker_test
-
-const raceEnabled = false
