@@ -74,7 +74,19 @@ func DecodeMethod(payload []byte) (Method, error) {
 // zero value is ready to use; it is used by one goroutine (a connection's
 // reader).
 type MethodDecoder struct {
+	// MaxTableDepth bounds the nesting of the field tables and arrays
+	// decoded by Decode and DecodeContentHeader (the outermost table is
+	// depth 1): deeper input is a 501 FRAME_ERROR. 0, or a value above
+	// MaxTableDepth, means MaxTableDepth. Set it before the first Decode.
+	MaxTableDepth int
+
 	v methodValues
+}
+
+// depthDecoder is implemented by the generated methods with field-table
+// arguments: Decode with a nesting limit (0: MaxTableDepth).
+type depthDecoder interface {
+	decodeDepth(p []byte, maxDepth int) error
 }
 
 // Decode is DecodeMethod without the allocation of the value: it returns a
@@ -90,8 +102,26 @@ func (d *MethodDecoder) Decode(payload []byte) (Method, error) {
 	if m == nil {
 		return nil, errUnknownMethod(classID, methodID)
 	}
-	if err := m.Decode(payload[4:]); err != nil {
+	if err := d.decode(m, payload[4:]); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// decode decodes the arguments of m under d's table nesting limit; with the
+// default limit it is m.Decode, with no type assertion per method.
+func (d *MethodDecoder) decode(m Method, args []byte) error {
+	if tableDepthLimit(d.MaxTableDepth) < MaxTableDepth {
+		if dd, ok := m.(depthDecoder); ok {
+			return dd.decodeDepth(args, d.MaxTableDepth)
+		}
+	}
+	return m.Decode(args)
+}
+
+// DecodeContentHeader is the package's DecodeContentHeader with the
+// headers table under d's nesting limit (MaxTableDepth). It uses nothing
+// else of d, so it may run on any goroutine.
+func (d *MethodDecoder) DecodeContentHeader(payload []byte, h *ContentHeader) error {
+	return decodeContentHeader(payload, h, d.MaxTableDepth)
 }

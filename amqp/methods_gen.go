@@ -140,8 +140,11 @@ func (m *ConnectionStart) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *ConnectionStart) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *ConnectionStart) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *ConnectionStart) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.VersionMajor = d.uint8()
 	m.VersionMinor = d.uint8()
 	d.table(&m.ServerProperties)
@@ -184,8 +187,11 @@ func (m *ConnectionStartOk) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *ConnectionStartOk) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *ConnectionStartOk) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *ConnectionStartOk) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	d.table(&m.ClientProperties)
 	d.shortstr(&m.Mechanism)
 	d.longstr(&m.Response)
@@ -987,8 +993,11 @@ func (m *ExchangeDeclare) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *ExchangeDeclare) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *ExchangeDeclare) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *ExchangeDeclare) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Exchange)
 	d.shortstr(&m.Type)
@@ -1150,8 +1159,11 @@ func (m *ExchangeBind) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *ExchangeBind) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *ExchangeBind) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *ExchangeBind) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Destination)
 	d.shortstr(&m.Source)
@@ -1232,8 +1244,11 @@ func (m *ExchangeUnbind) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *ExchangeUnbind) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *ExchangeUnbind) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *ExchangeUnbind) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Destination)
 	d.shortstr(&m.Source)
@@ -1326,8 +1341,11 @@ func (m *QueueDeclare) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *QueueDeclare) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *QueueDeclare) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *QueueDeclare) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Queue)
 	bits := d.uint8()
@@ -1422,8 +1440,11 @@ func (m *QueueBind) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *QueueBind) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *QueueBind) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *QueueBind) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Queue)
 	d.shortstr(&m.Exchange)
@@ -1666,8 +1687,11 @@ func (m *QueueUnbind) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *QueueUnbind) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *QueueUnbind) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *QueueUnbind) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Queue)
 	d.shortstr(&m.Exchange)
@@ -1829,8 +1853,11 @@ func (m *BasicConsume) AppendTo(b []byte) []byte {
 }
 
 // Decode decodes the arguments in p (the payload after the ids) into m.
-func (m *BasicConsume) Decode(p []byte) error {
-	d := decoder{b: p}
+func (m *BasicConsume) Decode(p []byte) error { return m.decodeDepth(p, 0) }
+
+// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).
+func (m *BasicConsume) decodeDepth(p []byte, maxDepth int) error {
+	d := decoder{b: p, maxDepth: maxDepth}
 	m.Ticket = d.uint16()
 	d.shortstr(&m.Queue)
 	d.shortstr(&m.ConsumerTag)

@@ -148,7 +148,13 @@ func appendProperties(b []byte, p *Properties, strict bool) ([]byte, error) {
 // they would announce are not defined in 0-9-1 and are ignored. Malformed
 // input yields a 501 FRAME_ERROR *Error.
 func DecodeProperties(b []byte, p *Properties) error {
-	d := decoder{b: b}
+	return decodeProperties(b, p, 0)
+}
+
+// decodeProperties is DecodeProperties with the headers table nested at
+// most maxDepth deep (0: MaxTableDepth).
+func decodeProperties(b []byte, p *Properties, maxDepth int) error {
+	d := decoder{b: b, maxDepth: maxDepth}
 	flags := skipFlagWords(&d)
 	p.Flags = flags
 	str := func(bit uint16, dst *string) {
@@ -232,6 +238,12 @@ func (h *ContentHeader) AppendTo(b []byte) ([]byte, error) {
 // DecodeContentHeader decodes a whole header frame payload into h,
 // reusing h's strings as DecodeProperties does.
 func DecodeContentHeader(payload []byte, h *ContentHeader) error {
+	return decodeContentHeader(payload, h, 0)
+}
+
+// decodeContentHeader is DecodeContentHeader with the headers table nested
+// at most maxDepth deep (0: MaxTableDepth).
+func decodeContentHeader(payload []byte, h *ContentHeader, maxDepth int) error {
 	classID, bodySize, err := ParseContentHeaderPrefix(payload)
 	if err != nil {
 		return err
@@ -239,7 +251,7 @@ func DecodeContentHeader(payload []byte, h *ContentHeader) error {
 	h.ClassID = classID
 	h.Weight = binary.BigEndian.Uint16(payload[2:])
 	h.BodySize = bodySize
-	return DecodeProperties(payload[contentHeaderPrefix:], &h.Properties)
+	return decodeProperties(payload[contentHeaderPrefix:], &h.Properties, maxDepth)
 }
 
 // ParseContentHeaderPrefix returns the class id and body size of a header

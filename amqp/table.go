@@ -34,6 +34,16 @@ type Decimal struct {
 // contains itself).
 const MaxTableDepth = 32
 
+// tableDepthLimit returns the nesting limit for a configured maxDepth: 0,
+// negative or above MaxTableDepth mean MaxTableDepth (encoding refuses
+// deeper tables, so accepting them would only lose them later).
+func tableDepthLimit(maxDepth int) int {
+	if maxDepth <= 0 || maxDepth > MaxTableDepth {
+		return MaxTableDepth
+	}
+	return maxDepth
+}
+
 // AppendTo appends t's wire form (four-octet length, then entries) to b.
 // On error b is returned unchanged. Entry order follows map iteration and is
 // therefore not deterministic.
@@ -56,7 +66,7 @@ func (t Table) Validate() error {
 // table's four-octet length) and returns it with the number of bytes
 // consumed. Malformed input yields a 501 FRAME_ERROR *Error.
 func DecodeTable(b []byte) (Table, int, error) {
-	t, n, err := decodeTable(b, 1)
+	t, n, err := decodeTable(b, 1, MaxTableDepth)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -190,11 +200,12 @@ func appendArray(b []byte, a []any, depth int) ([]byte, error) {
 	return patchLength(b, start)
 }
 
-// decodeTable decodes a table at depth (the outermost table is 1). An empty
+// decodeTable decodes a table at depth (the outermost table is 1), tables
+// and arrays nested deeper than limit being a 501 FRAME_ERROR. An empty
 // table decodes as nil.
-func decodeTable(b []byte, depth int) (Table, int, *Error) {
-	if depth > MaxTableDepth {
-		return nil, 0, errFrame("field table nested deeper than %d", MaxTableDepth)
+func decodeTable(b []byte, depth, limit int) (Table, int, *Error) {
+	if depth > limit {
+		return nil, 0, errFrame("field table nested deeper than %d", limit)
 	}
 	body, n, err := lengthPrefixed(b, "field table")
 	if err != nil {
@@ -209,7 +220,7 @@ func decodeTable(b []byte, depth int) (Table, int, *Error) {
 		}
 		key := body[off : off+kl]
 		off += kl
-		v, m, err := decodeValue(body[off:], depth)
+		v, m, err := decodeValue(body[off:], depth, limit)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -223,9 +234,9 @@ func decodeTable(b []byte, depth int) (Table, int, *Error) {
 }
 
 // decodeArray decodes an 'A' value's body (length, then values).
-func decodeArray(b []byte, depth int) ([]any, int, *Error) {
-	if depth > MaxTableDepth {
-		return nil, 0, errFrame("field array nested deeper than %d", MaxTableDepth)
+func decodeArray(b []byte, depth, limit int) ([]any, int, *Error) {
+	if depth > limit {
+		return nil, 0, errFrame("field array nested deeper than %d", limit)
 	}
 	body, n, err := lengthPrefixed(b, "field array")
 	if err != nil {
@@ -233,7 +244,7 @@ func decodeArray(b []byte, depth int) ([]any, int, *Error) {
 	}
 	var a []any
 	for off := 0; off < len(body); {
-		v, m, err := decodeValue(body[off:], depth)
+		v, m, err := decodeValue(body[off:], depth, limit)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -258,7 +269,7 @@ func lengthPrefixed(b []byte, what string) (body []byte, consumed int, err *Erro
 
 // decodeValue decodes one typed value (type octet first) found inside a
 // table or array at depth; nested tables and arrays are at depth+1.
-func decodeValue(b []byte, depth int) (any, int, *Error) {
+func decodeValue(b []byte, depth, limit int) (any, int, *Error) {
 	if len(b) == 0 {
 		return nil, 0, errFrame("field table: truncated value")
 	}
@@ -302,13 +313,13 @@ func decodeValue(b []byte, depth int) (any, int, *Error) {
 	case 'V':
 		v = nil
 	case 'F':
-		t, n, err := decodeTable(b[1:], depth+1)
+		t, n, err := decodeTable(b[1:], depth+1, limit)
 		if err != nil {
 			return nil, 0, err
 		}
 		return t, 1 + n, nil
 	case 'A':
-		a, n, err := decodeArray(b[1:], depth+1)
+		a, n, err := decodeArray(b[1:], depth+1, limit)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -250,3 +250,71 @@ func TestTypeName(t *testing.T) {
 		t.Error("TypeName of void, table, binary or array wrong")
 	}
 }
+
+// TestMethodDecoderMaxTableDepth checks MethodDecoder.MaxTableDepth on
+// method arguments (every method with a table argument, nested in a table
+// or an array) and on content headers.
+func TestMethodDecoderMaxTableDepth(t *testing.T) {
+	deepArray := Table{"a": []any{nest(2)}} // table, array, table, table: depth 4
+	tests := []struct {
+		name  string
+		limit int
+		args  Table
+		ok    bool
+	}{
+		{"default accepts MaxTableDepth", 0, nest(MaxTableDepth), true},
+		{"within limit", 3, nest(3), true},
+		{"over limit", 3, nest(4), false},
+		{"array counts", 4, deepArray, true},
+		{"array counts over limit", 3, deepArray, false},
+		{"limit 1 accepts a flat table", 1, Table{"x": int32(1)}, true},
+		{"limit 1 refuses nesting", 1, nest(2), false},
+		{"above MaxTableDepth is MaxTableDepth", MaxTableDepth + 10, nest(MaxTableDepth), true},
+	}
+	for _, tt := range tests {
+		d := MethodDecoder{MaxTableDepth: tt.limit}
+		for _, m := range allMethods() {
+			f := reflect.ValueOf(m).Elem()
+			var set bool
+			for i := range f.NumField() {
+				if f.Field(i).Type() == reflect.TypeFor[Table]() {
+					f.Field(i).Set(reflect.ValueOf(tt.args))
+					set = true
+				}
+			}
+			if !set {
+				continue
+			}
+			if _, ok := m.(depthDecoder); !ok {
+				t.Fatalf("%s has a table argument but no decodeDepth", m.Name())
+			}
+			_, err := d.Decode(m.AppendTo(nil))
+			var e *Error
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("%s: %s: %v", tt.name, m.Name(), err)
+			case !tt.ok && (!errors.As(err, &e) || e.Code != FrameError || e.ClassID != m.ClassID() || e.MethodID != m.MethodID()):
+				t.Errorf("%s: %s: %v, want 501 naming the method", tt.name, m.Name(), err)
+			}
+		}
+
+		h := ContentHeader{ClassID: ClassBasic, BodySize: 1, Properties: Properties{Headers: tt.args}}
+		b, err := h.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got ContentHeader
+		err = d.DecodeContentHeader(b, &got)
+		var e *Error
+		switch {
+		case tt.ok && (err != nil || !reflect.DeepEqual(got.Properties.Headers, tt.args)):
+			t.Errorf("%s: content header: %v, headers %v", tt.name, err, got.Properties.Headers)
+		case !tt.ok && (!errors.As(err, &e) || e.Code != FrameError):
+			t.Errorf("%s: content header: %v, want 501", tt.name, err)
+		}
+		// The package function keeps the default limit.
+		if err := DecodeContentHeader(b, &got); err != nil {
+			t.Errorf("%s: DecodeContentHeader: %v", tt.name, err)
+		}
+	}
+}

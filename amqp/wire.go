@@ -55,6 +55,8 @@ type decoder struct {
 	off int
 	bad bool   // a read ran past the end of b
 	err *Error // a more specific failure (from a field table), if any
+	// maxDepth bounds the nesting of field tables (see tableDepthLimit).
+	maxDepth int
 }
 
 func (d *decoder) fail() { d.bad = true; d.off = len(d.b) }
@@ -138,7 +140,7 @@ func (d *decoder) table(dst *Table) {
 		*dst = nil
 		return
 	}
-	t, n, err := decodeTable(d.b[d.off:], 1)
+	t, n, err := decodeTable(d.b[d.off:], 1, tableDepthLimit(d.maxDepth))
 	if err != nil {
 		d.err = err
 		d.off = len(d.b)

@@ -97,6 +97,7 @@ type topicPermKey struct{ vhost, exchange string }
 type topicPermission struct {
 	write, read string
 	re          [2]*regexp.Regexp // write, read
+	storeID     uint64
 }
 
 // newTopicPermission expands the variables of write and read as RabbitMQ

@@ -94,14 +94,15 @@ func (b *Broker) DeleteVHost(name string) error {
 			conns = append(conns, c)
 		}
 	}
-	var perms []uint64
+	var perms, topicPerms []uint64
 	for _, u := range b.users {
 		if p, ok := u.perms[name]; ok {
 			perms = append(perms, p.storeID)
 			delete(u.perms, name)
 		}
-		for k := range u.topicPerms {
+		for k, tp := range u.topicPerms {
 			if k.vhost == name {
+				topicPerms = append(topicPerms, tp.storeID)
 				delete(u.topicPerms, k)
 			}
 		}
@@ -139,6 +140,11 @@ func (b *Broker) DeleteVHost(name string) error {
 		for _, id := range perms {
 			if id != 0 {
 				_ = st.Delete(store.KindPermission, id)
+			}
+		}
+		for _, id := range topicPerms {
+			if id != 0 {
+				_ = st.Delete(store.KindTopicPermission, id)
 			}
 		}
 		if v.storeID != 0 {
@@ -231,6 +237,11 @@ func (b *Broker) DeleteUser(name string) error {
 		for _, p := range u.perms {
 			if p.storeID != 0 {
 				_ = st.Delete(store.KindPermission, p.storeID)
+			}
+		}
+		for _, tp := range u.topicPerms {
+			if tp.storeID != 0 {
+				_ = st.Delete(store.KindTopicPermission, tp.storeID)
 			}
 		}
 		if u.storeID != 0 {
@@ -360,8 +371,7 @@ func (b *Broker) TopicPermissions() []TopicPermissionInfo {
 
 // SetTopicPermissions sets a user's write and read routing-key patterns on
 // a topic exchange of a vhost (the exchange need not exist yet), as
-// rabbitmqctl set_topic_permissions does. Topic permissions are kept in
-// memory only: the store has no kind for them yet.
+// rabbitmqctl set_topic_permissions does.
 func (b *Broker) SetTopicPermissions(username, vhostName, exchangeName, write, read string) error {
 	tp, err := newTopicPermission(username, vhostName, write, read)
 	if err != nil {
@@ -370,19 +380,35 @@ func (b *Broker) SetTopicPermissions(username, vhostName, exchangeName, write, r
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	u := b.users[username]
 	switch {
 	case u == nil:
+		b.mu.Unlock()
 		return fmt.Errorf("user %q: %w", username, ErrNotFound)
 	case b.vhosts[vhostName] == nil:
+		b.mu.Unlock()
 		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
 	if u.topicPerms == nil {
 		u.topicPerms = make(map[topicPermKey]topicPermission)
 	}
-	u.topicPerms[topicPermKey{vhostName, exchangeName}] = tp
+	k := topicPermKey{vhostName, exchangeName}
+	tp.storeID = u.topicPerms[k].storeID
+	u.topicPerms[k] = tp
 	b.permGen.Add(1)
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		rec := &store.TopicPermission{ID: tp.storeID, User: username, VHost: vhostName, Exchange: exchangeName, Write: write, Read: read}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		if cur, ok := u.topicPerms[k]; ok {
+			cur.storeID = rec.ID
+			u.topicPerms[k] = cur
+		}
+		b.mu.Unlock()
+	}
 	return nil
 }
 
@@ -392,17 +418,25 @@ func (b *Broker) ClearTopicPermissions(username, vhostName, exchangeName string)
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	u := b.users[username]
 	if u == nil {
+		b.mu.Unlock()
 		return fmt.Errorf("user %q: %w", username, ErrNotFound)
 	}
 	k := topicPermKey{vhostName, exchangeName}
-	if _, ok := u.topicPerms[k]; !ok {
+	tp, ok := u.topicPerms[k]
+	if !ok {
+		b.mu.Unlock()
 		return fmt.Errorf("topic permission of %q on %q in %q: %w", username, exchangeName, vhostName, ErrNotFound)
 	}
 	delete(u.topicPerms, k)
 	b.permGen.Add(1)
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil && tp.storeID != 0 {
+		if err := st.Delete(store.KindTopicPermission, tp.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
 	return nil
 }
 

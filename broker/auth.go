@@ -19,7 +19,7 @@ type user struct {
 	tags      []string
 	// perms maps a vhost name to the user's permissions there.
 	perms map[string]permission
-	// topicPerms are the topic permissions (access.go), in memory only.
+	// topicPerms are the topic permissions (access.go).
 	topicPerms map[topicPermKey]topicPermission
 	storeID    uint64
 }

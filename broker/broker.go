@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/store"
 )
 
@@ -81,6 +83,12 @@ type Config struct {
 	// before its consumer is cancelled (default 30 min; negative
 	// disables); a queue's x-consumer-timeout overrides it.
 	ConsumerTimeout time.Duration
+	// MaxTableDepth bounds the nesting of the field tables and arrays a
+	// client sends, in method arguments and in the headers property as
+	// the broker decodes it (the outermost table is depth 1); deeper
+	// input closes the connection with 501 FRAME_ERROR. Default and
+	// maximum amqp.MaxTableDepth (32).
+	MaxTableDepth int
 }
 
 func (c *Config) setDefaults() {
@@ -132,6 +140,9 @@ func (c *Config) setDefaults() {
 	if c.ConsumerTimeout == 0 {
 		c.ConsumerTimeout = 30 * time.Minute
 	}
+	if c.MaxTableDepth == 0 {
+		c.MaxTableDepth = amqp.MaxTableDepth
+	}
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -180,6 +191,9 @@ type Broker struct {
 // New returns a broker with the default user and vhost. It does no I/O.
 func New(cfg Config) (*Broker, error) {
 	cfg.setDefaults()
+	if cfg.MaxTableDepth < 1 || cfg.MaxTableDepth > amqp.MaxTableDepth {
+		return nil, fmt.Errorf("broker: MaxTableDepth %d is not within 1..%d", cfg.MaxTableDepth, amqp.MaxTableDepth)
+	}
 	b := &Broker{
 		cfg:    cfg,
 		log:    cfg.Logger,

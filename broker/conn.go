@@ -158,6 +158,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)
+	c.dec.MaxTableDepth = b.cfg.MaxTableDepth
 	// Until connection.tune-ok, frames are limited to the spec's minimum
 	// frame-max (RabbitMQ's initial_frame_max), with RabbitMQ's allowance.
 	c.fr.SetMaxFrameSize(amqp.FrameMinSize + frameSizeFudge)

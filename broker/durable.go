@@ -13,7 +13,8 @@ import (
 )
 
 // Durability: with a store configured, durable exchanges, queues and
-// bindings, users, vhosts and permissions are written to it, and
+// bindings, users, vhosts, permissions and topic permissions are written
+// to it, and
 // persistent messages routed to durable queues are journaled before they
 // are confirmed. Without one, everything lives in memory.
 //
@@ -173,6 +174,23 @@ func (b *Broker) recover() error {
 		if u := b.users[p.User]; u != nil {
 			u.setPermission(p.VHost, permission{configure: p.Configure, write: p.Write, read: p.Read, storeID: p.ID})
 		}
+	}
+	for _, p := range defs.TopicPermissions {
+		u := b.users[p.User]
+		if u == nil || b.vhosts[p.VHost] == nil {
+			continue
+		}
+		tp, err := newTopicPermission(p.User, p.VHost, p.Write, p.Read)
+		if err != nil {
+			b.log.Warn("skipped topic permission with an invalid pattern", zap.String("user", p.User),
+				zap.String("vhost", p.VHost), zap.String("exchange", p.Exchange), zap.Error(err))
+			continue
+		}
+		tp.storeID = p.ID
+		if u.topicPerms == nil {
+			u.topicPerms = make(map[topicPermKey]topicPermission)
+		}
+		u.topicPerms[topicPermKey{p.VHost, p.Exchange}] = tp
 	}
 	return nil
 }

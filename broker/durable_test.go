@@ -3,6 +3,8 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +216,57 @@ func TestTxCommitPersists(t *testing.T) {
 	q, err := ch.QueueDeclarePassive("txq", true, false, false, false, nil)
 	if err != nil || q.Messages != 5 {
 		t.Fatalf("after restart: %d messages (%v)", q.Messages, err)
+	}
+}
+
+func TestTopicPermissionsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := startOn(t, dir)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// publishSync's round trip declares allowed.q passively.
+	_, err := open(t, dial(t, s)).QueueDeclare("allowed.q", true, false, false, false, nil)
+	must(err)
+	must(s.AddVHost("gone"))
+	for _, u := range []string{"u", "w"} {
+		must(s.PutUser(u, "p", nil))
+		must(s.SetPermissions(u, "/", ".*", ".*", ".*"))
+		must(s.SetTopicPermissions(u, "/", "amq.topic", `^{username}\.`, `^{username}\.`))
+	}
+	must(s.SetTopicPermissions("u", "/", "amq.topic", `^{username}\.`, `.*`)) // overwrites
+	must(s.SetTopicPermissions("u", "/", "logs", "^$", "^$"))
+	must(s.ClearTopicPermissions("u", "/", "logs"))
+	must(s.SetTopicPermissions("u", "gone", "amq.topic", "^$", "^$"))
+	must(s.DeleteVHost("gone"))
+	must(s.DeleteUser("w"))
+	stop()
+
+	s, stop = startOn(t, dir)
+	defer stop()
+	want := []broker.TopicPermissionInfo{{User: "u", VHost: "/", Exchange: "amq.topic", Write: `^{username}\.`, Read: ".*"}}
+	if got := s.TopicPermissions(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("TopicPermissions after restart = %+v, want %+v", got, want)
+	}
+	c, err := amqp091.Dial(fmt.Sprintf("amqp://u:p@%s/", s.Addr))
+	must(err)
+	t.Cleanup(func() { _ = c.Close() })
+	ch := open(t, c)
+	must(publishSync(ch, "amq.topic", "u.a"))
+	e := expectCode(t, publishSync(ch, "amq.topic", "v.a"), 403)
+	if want := "write access to topic 'v.a' in exchange 'amq.topic' in vhost '/' refused for user 'u'"; !strings.Contains(e.Reason, want) {
+		t.Fatalf("reason %q, want %q", e.Reason, want)
+	}
+
+	// A cleared topic permission stays cleared.
+	must(s.ClearTopicPermissions("u", "/", "amq.topic"))
+	stop()
+	s, stop = startOn(t, dir)
+	defer stop()
+	if got := s.TopicPermissions(); len(got) != 0 {
+		t.Fatalf("TopicPermissions after clear and restart = %+v", got)
 	}
 }

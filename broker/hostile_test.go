@@ -3,9 +3,12 @@ package broker_test
 import (
 	"encoding/binary"
 	"io"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
@@ -136,5 +139,48 @@ func TestHostileChannelNumbers(t *testing.T) {
 	cl := r.expectConnClose(amqp.NotAllowed)
 	if cl.ReplyText != "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)" {
 		t.Fatalf("reply %q", cl.ReplyText)
+	}
+}
+
+func TestMaxTableDepthConfigured(t *testing.T) {
+	if _, err := broker.New(broker.Config{MaxTableDepth: amqp.MaxTableDepth + 1}); err == nil {
+		t.Fatal("New accepted MaxTableDepth above amqp.MaxTableDepth")
+	}
+	s := brokertest.Start(t, &broker.Config{MaxTableDepth: 3})
+	header := func(headers amqp.Table) []byte {
+		props := &amqp.Properties{UserID: "guest", Headers: headers}
+		return append(amqp.AppendMethodFrame(nil, 1, &amqp.BasicPublish{RoutingKey: "q"}),
+			amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 0, props)...)
+	}
+	tests := []struct {
+		name  string
+		input []byte
+		ok    amqp.Method // the method answering input, or nil for a 501 connection.close
+	}{
+		{"arguments within the limit", amqp.AppendMethodFrame(nil, 1, &amqp.QueueDeclare{Queue: "q", Arguments: nestedTable(3)}), &amqp.QueueDeclareOk{}},
+		{"arguments over the limit", amqp.AppendMethodFrame(nil, 1, &amqp.QueueDeclare{Queue: "q", Arguments: nestedTable(4)}), nil},
+		{"array over the limit", amqp.AppendMethodFrame(nil, 1, &amqp.ExchangeDeclare{Exchange: "x", Type: "direct",
+			Arguments: amqp.Table{"a": []any{nestedTable(2)}}}), nil},
+		// The headers property is decoded (and checked) with user-id set.
+		{"headers within the limit", append(header(nestedTable(3)), amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{})...), &amqp.BasicQosOk{}},
+		{"headers over the limit", header(nestedTable(4)), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rawOpen(t, s.Addr, defaultTune)
+			r.send(1, &amqp.ChannelOpen{})
+			rawExpect[*amqp.ChannelOpenOk](r, 1)
+			r.write(tt.input)
+			if tt.ok == nil {
+				cl := r.expectConnClose(amqp.FrameError)
+				if !strings.Contains(cl.ReplyText, "deeper than 3") {
+					t.Errorf("reply text %q", cl.ReplyText)
+				}
+				return
+			}
+			if _, m := r.method(); reflect.TypeOf(m) != reflect.TypeOf(tt.ok) {
+				t.Fatalf("got %s, want %s", m.Name(), tt.ok.Name())
+			}
+		})
 	}
 }

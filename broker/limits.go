@@ -8,8 +8,8 @@ import (
 // connection_max, its vhost limits (max-connections, max-queues) and its
 // user limits (max-connections). Zero means no limit, RabbitMQ's default.
 // Channel-max, frame-max, the message size, the nesting of field tables
-// (amqp.MaxTableDepth) and the length of names (255, a shortstr) are
-// enforced where frames are read and decoded.
+// (Config.MaxTableDepth, at most amqp.MaxTableDepth) and the length of
+// names (255, a shortstr) are enforced where frames are read and decoded.
 
 // admitConn counts the connection in at connection.open, or refuses it
 // with 530 NOT_ALLOWED when the node, the vhost or the user has reached its
@@ -60,4 +60,10 @@ func (v *vhost) queueLimitLocked(name string) error {
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
 		"cannot declare queue '%s': queue limit in vhost '%s' (%d) is reached", name, v.name, limit)
+}
+
+// VHostLimits are the limits every vhost has (Config.MaxConnectionsPerVHost
+// and Config.MaxQueuesPerVHost; 0 = none).
+func (b *Broker) VHostLimits() (maxConnections, maxQueues int) {
+	return b.cfg.MaxConnectionsPerVHost, b.cfg.MaxQueuesPerVHost
 }

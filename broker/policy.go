@@ -427,3 +427,46 @@ func (b *Broker) recoverPolicies(recs []store.Policy) {
 			priority: r.Priority, def: def, operator: r.Operator, storeID: r.ID}
 	}
 }
+
+// PolicyMatch names the policy and the operator policy ("" = none) that
+// apply to the queue (queue true) or exchange name of a vhost, and gives
+// their effective definition, as the management API's
+// effective_policy_definition: the policy's keys, and the operator
+// policy's where the policy lacks them or, for numeric limits, where the
+// operator's value is lower.
+func (b *Broker) PolicyMatch(vhostName, name string, queue bool) (pol, opPol string, effective map[string]any) {
+	effective = map[string]any{}
+	v := b.vhost(vhostName)
+	if v == nil {
+		return "", "", effective
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	p := matchPolicy(v.policies.user, name, queue)
+	var op *policy
+	if queue {
+		op = matchPolicy(v.policies.operator, name, true)
+	}
+	if p != nil {
+		pol = p.name
+		for k, val := range p.def {
+			effective[k] = val
+		}
+	}
+	if op != nil {
+		opPol = op.name
+		for k, val := range op.def {
+			cur, ok := effective[k]
+			if !ok {
+				effective[k] = val
+				continue
+			}
+			a, aok := policyInt(cur)
+			o, ook := policyInt(val)
+			if aok && ook && o < a {
+				effective[k] = val
+			}
+		}
+	}
+	return pol, opPol, effective
+}

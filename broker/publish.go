@@ -333,7 +333,7 @@ func (ch *channel) checkUserID(header []byte) error {
 		return nil
 	}
 	var h amqp.ContentHeader
-	if err := amqp.DecodeContentHeader(header, &h); err != nil {
+	if err := ch.c.dec.DecodeContentHeader(header, &h); err != nil {
 		return err
 	}
 	u := ch.c.user

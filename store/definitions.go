@@ -23,10 +23,11 @@ const (
 	KindQueue
 	KindBinding
 	KindPolicy
+	KindTopicPermission
 	kindEnd
 )
 
-var kindNames = [...]string{"", "vhost", "user", "permission", "exchange", "queue", "binding", "policy"}
+var kindNames = [...]string{"", "vhost", "user", "permission", "exchange", "queue", "binding", "policy", "topic permission"}
 
 func (k Kind) String() string {
 	if k.valid() {
@@ -59,6 +60,13 @@ type User struct {
 type Permission struct {
 	ID                                  uint64
 	User, VHost, Configure, Write, Read string
+}
+
+// TopicPermission is a user's write and read routing-key patterns on a topic
+// exchange of a vhost, as set (variables such as {username} unexpanded).
+type TopicPermission struct {
+	ID                                 uint64
+	User, VHost, Exchange, Write, Read string
 }
 
 // Exchange is an exchange declaration. Args is an encoded AMQP table, opaque to the store.
@@ -106,6 +114,8 @@ type Definitions struct {
 	Queues      []Queue
 	Bindings    []Binding
 	Policies    []Policy
+
+	TopicPermissions []TopicPermission
 
 	// Corrupt counts records that failed their checksum or did not decode; they are
 	// left out above and logged.
@@ -181,6 +191,21 @@ func decodePermission(id uint64, d *decoder) Permission {
 	return Permission{ID: id, User: d.string(), VHost: d.string(), Configure: d.string(), Write: d.string(), Read: d.string()}
 }
 
+func (p *TopicPermission) kind() Kind      { return KindTopicPermission }
+func (p *TopicPermission) id() uint64      { return p.ID }
+func (p *TopicPermission) setID(id uint64) { p.ID = id }
+func (p *TopicPermission) appendTo(b []byte) []byte {
+	b = appendString(b, p.User)
+	b = appendString(b, p.VHost)
+	b = appendString(b, p.Exchange)
+	b = appendString(b, p.Write)
+	return appendString(b, p.Read)
+}
+
+func decodeTopicPermission(id uint64, d *decoder) TopicPermission {
+	return TopicPermission{ID: id, User: d.string(), VHost: d.string(), Exchange: d.string(), Write: d.string(), Read: d.string()}
+}
+
 func (e *Exchange) kind() Kind      { return KindExchange }
 func (e *Exchange) id() uint64      { return e.ID }
 func (e *Exchange) setID(id uint64) { e.ID = id }
@@ -252,8 +277,8 @@ func decodePolicy(id uint64, d *decoder) Policy {
 		Priority: int(d.varint()), Definition: d.bytes(), Operator: d.bool()}
 }
 
-// Put stores def, one of *VHost, *User, *Permission, *Exchange, *Queue, *Binding or
-// *Policy. An ID of 0 creates a record under a new id, which is set in def and returned;
+// Put stores def, one of *VHost, *User, *Permission, *TopicPermission, *Exchange,
+// *Queue, *Binding or *Policy. An ID of 0 creates a record under a new id, which is set in def and returned;
 // any other ID overwrites that record. Put returns once the record is on disk (fsynced
 // unless Config.NoSync). Ids of a kind are never reused, even after Delete.
 func (s *Store) Put(def any) (uint64, error) {
@@ -339,6 +364,7 @@ func (s *Store) LoadDefinitions() (*Definitions, error) {
 			loadKind(s, txn, KindQueue, decodeQueue, &defs.Queues, &defs.Corrupt),
 			loadKind(s, txn, KindBinding, decodeBinding, &defs.Bindings, &defs.Corrupt),
 			loadKind(s, txn, KindPolicy, decodePolicy, &defs.Policies, &defs.Corrupt),
+			loadKind(s, txn, KindTopicPermission, decodeTopicPermission, &defs.TopicPermissions, &defs.Corrupt),
 		)
 	})
 	if err != nil {

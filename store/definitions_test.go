@@ -35,6 +35,10 @@ func sampleDefinitions() *Definitions {
 		Policies: []Policy{
 			{VHost: "/", Name: "ttl", Pattern: "^q", ApplyTo: "queues", Priority: -3, Definition: []byte(`{"message-ttl":1000}`), Operator: true},
 		},
+		TopicPermissions: []TopicPermission{
+			{User: "guest", VHost: "/", Exchange: "logs", Write: "^{username}\\.", Read: ".*"},
+			{User: "guest", VHost: "other", Exchange: "amq.topic", Write: "", Read: "^x$"},
+		},
 	}
 }
 
@@ -63,6 +67,9 @@ func putAll(t *testing.T, s *Store, d *Definitions) {
 	for i := range d.Policies {
 		all = append(all, &d.Policies[i])
 	}
+	for i := range d.TopicPermissions {
+		all = append(all, &d.TopicPermissions[i])
+	}
 	for _, def := range all {
 		if _, err := s.Put(def); err != nil {
 			t.Fatalf("Put(%T): %v", def, err)
@@ -75,7 +82,8 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	s := openTest(t, dir)
 	want := sampleDefinitions()
 	putAll(t, s, want)
-	if want.VHosts[0].ID != 1 || want.VHosts[1].ID != 2 || want.Queues[1].ID != 2 || want.Policies[0].ID != 1 {
+	if want.VHosts[0].ID != 1 || want.VHosts[1].ID != 2 || want.Queues[1].ID != 2 || want.Policies[0].ID != 1 ||
+		want.TopicPermissions[1].ID != 2 {
 		t.Fatalf("ids not assigned per kind from 1: %+v %+v", want.VHosts, want.Queues)
 	}
 	got, err := s.LoadDefinitions()
@@ -107,6 +115,28 @@ func TestDefinitionsRoundTrip(t *testing.T) {
 	if len(got.Queues) != 2 || !reflect.DeepEqual(got.Queues[0], q) {
 		t.Fatalf("after overwrite: %+v", got.Queues)
 	}
+	tp := want.TopicPermissions[0]
+	tp.Write = "^new$"
+	if id, err := s.Put(&tp); err != nil || id != tp.ID {
+		t.Fatalf("overwrite topic permission: id %d, %v", id, err)
+	}
+	got, _ = s.LoadDefinitions()
+	if len(got.TopicPermissions) != 2 || !reflect.DeepEqual(got.TopicPermissions[0], tp) {
+		t.Fatalf("after topic permission overwrite: %+v", got.TopicPermissions)
+	}
+}
+
+// TestKindNumbers pins the kind values: they are part of the key layout.
+func TestKindNumbers(t *testing.T) {
+	for kind, want := range map[Kind]uint8{KindVHost: 1, KindUser: 2, KindPermission: 3, KindExchange: 4,
+		KindQueue: 5, KindBinding: 6, KindPolicy: 7, KindTopicPermission: 8} {
+		if uint8(kind) != want {
+			t.Errorf("%s = %d, want %d", kind, uint8(kind), want)
+		}
+	}
+	if KindTopicPermission.String() != "topic permission" {
+		t.Errorf("String = %q", KindTopicPermission.String())
+	}
 }
 
 func TestDefinitionsDelete(t *testing.T) {
@@ -119,6 +149,9 @@ func TestDefinitionsDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.Delete(KindUser, want.Users[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(KindTopicPermission, want.TopicPermissions[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(KindUser, want.Users[0].ID); !errors.Is(err, ErrNotFound) {
@@ -136,6 +169,9 @@ func TestDefinitionsDelete(t *testing.T) {
 	}
 	if len(got.Queues) != 1 || got.Queues[0].Name != "q1" || len(got.Users) != 0 {
 		t.Fatalf("after delete and reopen: queues %+v users %+v", got.Queues, got.Users)
+	}
+	if !reflect.DeepEqual(got.TopicPermissions, want.TopicPermissions[1:]) {
+		t.Fatalf("topic permissions after delete and reopen: %+v", got.TopicPermissions)
 	}
 	// Ids are not reused, even for the highest deleted one, across a reopen.
 	q := Queue{VHost: "/", Name: "q3"}

@@ -1,7 +1,7 @@
 // Package store is the node's durable storage, on Badger (github.com/dgraph-io/badger/v4):
-// definitions (vhosts, users, permissions, exchanges, queues, bindings, policies) and the
-// journal of durable queues' messages. It owns no broker logic and imports nothing of
-// Warren's.
+// definitions (vhosts, users, permissions, topic permissions, exchanges, queues, bindings,
+// policies) and the journal of durable queues' messages. It owns no broker logic and
+// imports nothing of Warren's.
 //
 // # Goroutines
 //
@@ -32,7 +32,8 @@
 //	'm' queueID(8) seq(8)           message seq of durable queue queueID
 //	'm' queueID(8) seq(8) 'd'       delivery mark of that message (sorts right after it)
 //
-// kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy.
+// kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
+// 8 topic permission.
 // A queue's journal records all share the prefix 'm' queueID(8), which RemoveQueue
 // deletes. Prefixes 'r' (raft logs) and 's' (stream segments) are reserved.
 //
@@ -62,6 +63,7 @@
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags
 //	permission                str user, str vhost, str configure, str write, str read
+//	topic permission          str user, str vhost, str exchange, str write, str read
 //	exchange                  str vhost, str name, str type, bool durable,
 //	                          bool auto-delete, bool internal, bytes args
 //	queue                     str vhost, str name, bool durable, bool exclusive,

@@ -138,6 +138,8 @@ func (s *Server) routes() http.Handler {
 	h("GET /api/definitions/{vhost}", levelAdmin, s.getDefinitions)
 	h("POST /api/definitions/{vhost}", levelAdmin, s.postDefinitions)
 
+	s.policyRoutes(h)
+
 	h("GET /api/health/checks/alarms", levelManagement, s.healthAlarms)
 	h("GET /api/health/checks/local-alarms", levelManagement, s.healthAlarms)
 	h("GET /api/health/checks/virtual-hosts", levelManagement, s.healthOK)
@@ -189,24 +191,24 @@ func (s *Server) auth(l level, f handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, pass, ok := r.BasicAuth()
 		if !ok {
-			unauthorised(w, "Login failed")
+			unauthorised(w, r, "Login failed")
 			return
 		}
 		u, ok := s.b.Authenticate(name, pass)
 		if !ok {
-			unauthorised(w, "Login failed")
+			unauthorised(w, r, "Login failed")
 			return
 		}
 		p := &principal{name: u.Name, tags: u.Tags}
 		if !p.management() {
-			unauthorised(w, "Not management user")
+			unauthorised(w, r, "Not management user")
 			return
 		}
 		if !p.allows(l) {
 			if l == levelAdmin {
-				unauthorised(w, "Not administrator user")
+				unauthorised(w, r, "Not administrator user")
 			} else {
-				unauthorised(w, "Not monitor user")
+				unauthorised(w, r, "Not monitor user")
 			}
 			return
 		}
@@ -214,8 +216,13 @@ func (s *Server) auth(l level, f handlerFunc) http.Handler {
 	})
 }
 
-func unauthorised(w http.ResponseWriter, reason string) {
-	w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+// unauthorised answers 401. Scripts of a page (the console) say so with
+// X-Requested-With: XMLHttpRequest, and get no WWW-Authenticate challenge,
+// as from RabbitMQ: it would make the browser pop up its own login dialog.
+func unauthorised(w http.ResponseWriter, r *http.Request, reason string) {
+	if r.Header.Get("X-Requested-With") != "XMLHttpRequest" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="RabbitMQ Management"`)
+	}
 	writeError(w, http.StatusUnauthorized, "not_authorised", reason)
 }
 

@@ -37,7 +37,7 @@ func (s *Server) getExchanges(w http.ResponseWriter, r *http.Request, p *princip
 	items := make([]item, 0, len(xs))
 	for _, x := range xs {
 		if visible(x.VHost) {
-			items = append(items, exchangeJSON(x))
+			items = append(items, s.exchangeJSON(x))
 		}
 	}
 	writeList(w, r, items)
@@ -53,7 +53,7 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, p *principa
 		s.brokerError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, exchangeJSON(x))
+	writeJSON(w, http.StatusOK, s.exchangeJSON(x))
 }
 
 func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, p *principal) {

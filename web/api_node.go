@@ -164,7 +164,7 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request, p *pri
 		return
 	}
 	if !p.admin() && c.User != p.name {
-		unauthorised(w, "Not administrator user")
+		unauthorised(w, r, "Not administrator user")
 		return
 	}
 	if err := s.b.CloseConnection(name, r.Header.Get("X-Reason")); err != nil {

@@ -218,6 +218,7 @@ func messageStatsJSON(s broker.MessageStats, r rateSet) map[string]any {
 
 func (s *Server) queueJSON(q broker.QueueInfo) item {
 	r := s.rates.queue(q.VHost, q.Name)
+	pol, opPol, effective := s.b.PolicyMatch(q.VHost, q.Name, true)
 	it := item{
 		"name":                            q.Name,
 		"vhost":                           q.VHost,
@@ -228,9 +229,9 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 		"node":                            nodeName(),
 		"state":                           "running",
 		"type":                            "classic",
-		"policy":                          nil,
-		"operator_policy":                 nil,
-		"effective_policy_definition":     map[string]any{},
+		"policy":                          orNil(pol),
+		"operator_policy":                 orNil(opPol),
+		"effective_policy_definition":     tableJSON(effective),
 		"exclusive_consumer_tag":          nil,
 		"messages":                        q.Ready + q.Unacked,
 		"messages_details":                details(r.Messages),
@@ -249,7 +250,19 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 	return it
 }
 
-func exchangeJSON(x broker.ExchangeInfo) item {
+// orNil is s, or nil (JSON null) when s is empty.
+func orNil(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) exchangeJSON(x broker.ExchangeInfo) item {
+	var pol string
+	if x.Name != "" { // policies do not apply to the default exchange
+		pol, _, _ = s.b.PolicyMatch(x.VHost, x.Name, false)
+	}
 	return item{
 		"name":                      x.Name,
 		"vhost":                     x.VHost,
@@ -258,7 +271,7 @@ func exchangeJSON(x broker.ExchangeInfo) item {
 		"auto_delete":               x.AutoDelete,
 		"internal":                  x.Internal,
 		"arguments":                 tableJSON(x.Arguments),
-		"policy":                    nil,
+		"policy":                    orNil(pol),
 		"user_who_performed_action": "rmq-internal",
 	}
 }

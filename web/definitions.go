@@ -71,7 +71,27 @@ func (s *Server) exportDefinitions(vhost string) (item, error) {
 			tperms = append(tperms, item{"user": tp.User, "vhost": tp.VHost, "exchange": tp.Exchange, "write": tp.Write, "read": tp.Read})
 		}
 		defs["users"], defs["vhosts"], defs["permissions"], defs["topic_permissions"] = users, vhosts, perms, tperms
+		defs["global_parameters"] = s.globals.list()
 	}
+	// Policies, without operator policies (RabbitMQ leaves them out too).
+	policies := []item{}
+	for _, v := range s.b.VHosts() {
+		if !whole && v.Name != vhost {
+			continue
+		}
+		ps, _ := s.b.Policies(v.Name)
+		for _, pi := range ps {
+			if pi.Operator {
+				continue
+			}
+			it := policyJSON(pi)
+			if !whole {
+				delete(it, "vhost")
+			}
+			policies = append(policies, it)
+		}
+	}
+	defs["policies"] = policies
 	qs, err := s.b.Queues(vhost)
 	if err != nil {
 		return nil, err
@@ -168,6 +188,9 @@ type definitions struct {
 	Queues           []map[string]any `json:"queues"`
 	Exchanges        []map[string]any `json:"exchanges"`
 	Bindings         []map[string]any `json:"bindings"`
+	Policies         []map[string]any `json:"policies"`
+	Parameters       []map[string]any `json:"parameters"`
+	GlobalParameters []map[string]any `json:"global_parameters"`
 }
 
 func str(m map[string]any, k string) string {
@@ -176,9 +199,11 @@ func str(m map[string]any, k string) string {
 }
 
 // importDefinitions applies a definitions document: vhosts, users,
-// permissions, topic permissions, exchanges, queues, then bindings. With
-// vhost set every object goes to that vhost and users, vhosts and
-// permissions are ignored. Existing equivalent objects are left alone; it
+// permissions, topic permissions, global parameters, parameters, policies,
+// exchanges, queues, then bindings. With vhost set every object goes to
+// that vhost and users, vhosts, permissions and global parameters are
+// ignored. Runtime parameters are refused, as by a RabbitMQ without the
+// plugin of their component (Warren has none). Existing equivalent objects are left alone; it
 // stops at the first error.
 func (s *Server) importDefinitions(d *definitions, vhost string) error {
 	objVHost := func(m map[string]any) string {
@@ -210,6 +235,20 @@ func (s *Server) importDefinitions(d *definitions, vhost string) error {
 			if err := s.b.SetTopicPermissions(str(tp, "user"), objVHost(tp), str(tp, "exchange"), str(tp, "write"), str(tp, "read")); err != nil {
 				return err
 			}
+		}
+		for _, g := range d.GlobalParameters {
+			if name := str(g, "name"); name != "" {
+				s.globals.set(name, g["value"])
+			}
+		}
+	}
+	if len(d.Parameters) > 0 {
+		pm := d.Parameters[0]
+		return fmt.Errorf("parameter %q: %s", str(pm, "name"), parameterRefusal(str(pm, "component")))
+	}
+	for _, pol := range d.Policies {
+		if err := s.applyPolicy(objVHost(pol), str(pol, "name"), pol, false); err != nil {
+			return fmt.Errorf("policy %q: %w", str(pol, "name"), err)
 		}
 	}
 	for _, x := range d.Exchanges {

@@ -56,6 +56,8 @@ type Server struct {
 	b     *broker.Broker
 	log   *zap.Logger
 	rates *rates
+	// globals are the global parameters (api_policies.go).
+	globals globalParams
 
 	mu      sync.Mutex
 	ln, mln net.Listener

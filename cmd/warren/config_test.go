@@ -87,3 +87,20 @@ func TestLoadTLSErrors(t *testing.T) {
 		t.Error("missing files accepted")
 	}
 }
+
+func TestMaxTableDepthSetting(t *testing.T) {
+	if got := runWithConfig(t, nil, "max-table-depth")["max-table-depth"]; got != "32" {
+		t.Errorf("default max-table-depth = %q, want 32", got)
+	}
+	path := filepath.Join(t.TempDir(), "warren.conf")
+	if err := os.WriteFile(path, []byte("max-table-depth = 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := runWithConfig(t, []string{"--config", path}, "max-table-depth")["max-table-depth"]; got != "5" {
+		t.Errorf("max-table-depth from the file = %q, want 5", got)
+	}
+	t.Setenv("WARREN_MAX_TABLE_DEPTH", "7")
+	if got := runWithConfig(t, []string{"--config", path}, "max-table-depth")["max-table-depth"]; got != "7" {
+		t.Errorf("max-table-depth from the environment = %q, want 7", got)
+	}
+}

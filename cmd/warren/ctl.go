@@ -61,6 +61,12 @@ func ctlCommand() *cli.Command {
 			list("list_users", "list users", "/api/users", false, "name", "tags"),
 			list("list_vhosts", "list virtual hosts", "/api/vhosts", false, "name", "messages"),
 			list("list_permissions", "list permissions", "/api/permissions", false, "user", "vhost", "configure", "write", "read"),
+			list("list_policies", "list policies", "/api/policies", true, "vhost", "name", "pattern", "apply-to", "definition", "priority"),
+			list("list_operator_policies", "list operator policies", "/api/operator-policies", true, "vhost", "name", "pattern", "apply-to", "definition", "priority"),
+			setPolicyCommand("set_policy", "/api/policies/"),
+			setPolicyCommand("set_operator_policy", "/api/operator-policies/"),
+			clearPolicyCommand("clear_policy", "/api/policies/"),
+			clearPolicyCommand("clear_operator_policy", "/api/operator-policies/"),
 			{
 				Name: "add_user", Usage: "add or update a user", ArgsUsage: "NAME PASSWORD",
 				Flags: ctlFlags(&cli.StringFlag{Name: "tags", Usage: "comma-separated tags, e.g. administrator"}),
@@ -222,6 +228,49 @@ func ctlCommand() *cli.Command {
 	}
 }
 
+// setPolicyCommand is set_policy or set_operator_policy, as in
+// rabbitmqctl: NAME PATTERN DEFINITION (a JSON object), with --priority
+// and --apply-to.
+func setPolicyCommand(name, base string) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: "set a policy", ArgsUsage: "NAME PATTERN DEFINITION",
+		Flags: ctlFlags(vhostFlag,
+			&cli.IntFlag{Name: "priority", Usage: "the policy's priority (highest applies)"},
+			&cli.StringFlag{Name: "apply-to", Value: "all", Usage: "queues, exchanges or all"}),
+		Action: func(cc *cli.Context) error {
+			if cc.NArg() != 3 {
+				return errors.New("want NAME PATTERN DEFINITION")
+			}
+			a := cc.Args()
+			var def map[string]any
+			if err := json.Unmarshal([]byte(a.Get(2)), &def); err != nil {
+				return fmt.Errorf("DEFINITION must be a JSON object: %v", err)
+			}
+			applyTo := cc.String("apply-to")
+			if base == "/api/operator-policies/" && !cc.IsSet("apply-to") {
+				applyTo = "queues"
+			}
+			return ctlDo(cc, "PUT", base+url.PathEscape(cc.String("vhost"))+"/"+url.PathEscape(a.Get(0)), map[string]any{
+				"pattern": a.Get(1), "definition": def, "priority": cc.Int("priority"), "apply-to": applyTo,
+			}, nil)
+		},
+	}
+}
+
+// clearPolicyCommand is clear_policy or clear_operator_policy: NAME.
+func clearPolicyCommand(name, base string) *cli.Command {
+	return &cli.Command{
+		Name: name, Usage: "delete a policy", ArgsUsage: "NAME", Flags: ctlFlags(vhostFlag),
+		Action: func(cc *cli.Context) error {
+			n, err := oneArg(cc)
+			if err != nil {
+				return err
+			}
+			return ctlDo(cc, "DELETE", base+url.PathEscape(cc.String("vhost"))+"/"+url.PathEscape(n), nil, nil)
+		},
+	}
+}
+
 func oneArg(cc *cli.Context) (string, error) {
 	if cc.NArg() != 1 {
 		return "", fmt.Errorf("want one argument: %s", cc.Command.ArgsUsage)
@@ -330,6 +379,9 @@ func cell(v any) string {
 		return strings.Join(parts, ",")
 	case float64:
 		return fmt.Sprintf("%.15g", x)
+	case map[string]any:
+		b, _ := json.Marshal(x)
+		return string(b)
 	}
 	return fmt.Sprint(v)
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/store"
 )
@@ -74,6 +75,7 @@ func serverFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "memory-high-watermark", Value: 0.4, EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK"}, Usage: "fraction of RAM above which publishers are blocked (negative = off)"},
 		&cli.Uint64Flag{Name: "memory-high-watermark-bytes", EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK_BYTES"}, Usage: "absolute memory limit in bytes, instead of the fraction (0 = use the fraction)"},
 		&cli.Uint64Flag{Name: "disk-free-limit", Value: 50_000_000, EnvVars: []string{"WARREN_DISK_FREE_LIMIT"}, Usage: "free bytes on the data dir's disk below which publishers are blocked"},
+		&cli.IntFlag{Name: "max-table-depth", Value: amqp.MaxTableDepth, EnvVars: []string{"WARREN_MAX_TABLE_DEPTH"}, Usage: fmt.Sprintf("deepest nesting of field tables and arrays accepted from clients (1-%d)", amqp.MaxTableDepth)},
 	}...)
 }
 
@@ -160,6 +162,7 @@ func runServer(cc *cli.Context) error {
 		MemoryHighWatermarkBytes: cc.Uint64("memory-high-watermark-bytes"),
 		DiskFreeLimit:            cc.Uint64("disk-free-limit"),
 		DataDir:                  cc.String("data-dir"),
+		MaxTableDepth:            cc.Int("max-table-depth"),
 	})
 	if err != nil {
 		return err

@@ -26,7 +26,9 @@ const fmt = (n) => (n === undefined || n === null ? '' : Number(n).toLocaleStrin
 const rate = (d) => (d && typeof d.rate === 'number' ? d.rate.toFixed(1) + '/s' : '0.0/s');
 
 async function api(method, path, body) {
-  const opts = { method, headers: { Authorization: 'Basic ' + state.auth } };
+  // X-Requested-With: a 401 then comes without a challenge, so the browser
+  // shows no login dialog of its own.
+  const opts = { method, headers: { Authorization: 'Basic ' + state.auth, 'X-Requested-With': 'XMLHttpRequest' } };
   if (body !== undefined) {
     if (body instanceof FormData) opts.body = body;
     else { opts.body = JSON.stringify(body); opts.headers['Content-Type'] = 'application/json'; }
@@ -136,13 +138,16 @@ function chart(canvas, series) {
   g.scale(dpr, dpr);
   g.clearRect(0, 0, w, ht);
   const n = Math.max(2, ...series.map((s) => s.values.length));
-  const max = Math.max(1, ...series.flatMap((s) => s.values)) * 1.15;
+  // A round scale: three steps of 1, 2 or 5 times a power of ten.
+  const top = Math.max(1, ...series.flatMap((s) => s.values)) * 1.05 / 3;
+  const p10 = Math.pow(10, Math.floor(Math.log10(top)));
+  const max = 3 * [1, 2, 5, 10].map((m) => m * p10).find((x) => x >= top);
   const pad = 28;
   g.strokeStyle = '#e3e7ef'; g.fillStyle = '#6b7385'; g.font = '11px system-ui'; g.lineWidth = 1;
   for (let i = 0; i <= 3; i++) {
     const y = 6 + (ht - 16) * i / 3;
     g.beginPath(); g.moveTo(pad, y); g.lineTo(w, y); g.stroke();
-    g.fillText(String(Math.round(max * (1 - i / 3))), 0, y + 4);
+    g.fillText(String(Number((max * (1 - i / 3)).toPrecision(3))), 0, y + 4);
   }
   for (const s of series) {
     g.strokeStyle = s.color; g.lineWidth = 2; g.beginPath();
@@ -308,7 +313,7 @@ async function queues() {
   render(h('h1', {}, 'Queues'),
     h('div', { class: 'card' },
       h('div', { class: 'toolbar' }, input, h('span', { class: 'spacer' }),
-        h('span', { class: 'muted', id: 'queue-count' }, pg.filtered_count + ' of ' + pg.total_count + ' queues'),
+        h('span', { class: 'muted', id: 'queue-count' }, fmt(pg.filtered_count) + ' of ' + fmt(pg.total_count) + ' queues'),
         h('button', { id: 'queue-prev', disabled: pg.page <= 1, onclick: () => { state.queuePage--; queues(); } }, '‹ Prev'),
         h('span', {}, 'Page ' + pg.page + ' / ' + Math.max(1, pg.page_count)),
         h('button', { id: 'queue-next', disabled: pg.page >= pg.page_count, onclick: () => { state.queuePage++; queues(); } }, 'Next ›')),
@@ -355,7 +360,10 @@ async function queue(vhost, name) {
       h('div', { class: 'card' }, h('h2', {}, 'Details'), h('dl', { class: 'kv' },
         h('dt', {}, 'Durable'), h('dd', {}, String(q.durable)), h('dt', {}, 'Auto delete'), h('dd', {}, String(q.auto_delete)),
         h('dt', {}, 'Exclusive'), h('dd', {}, String(q.exclusive)), h('dt', {}, 'State'), h('dd', {}, q.state),
-        h('dt', {}, 'Arguments'), h('dd', {}, JSON.stringify(q.arguments))))),
+        h('dt', {}, 'Arguments'), h('dd', {}, JSON.stringify(q.arguments)),
+        h('dt', {}, 'Policy'), h('dd', { id: 'queue-policy' }, q.policy || '—'),
+        h('dt', {}, 'Operator policy'), h('dd', { id: 'queue-operator-policy' }, q.operator_policy || '—'),
+        h('dt', {}, 'Effective policy'), h('dd', { id: 'queue-effective-policy' }, JSON.stringify(q.effective_policy_definition || {}))))),
     h('div', { class: 'card' }, h('h2', {}, 'Consumers'), table(['Tag', 'Channel', 'Ack required', 'Prefetch'],
       (q.consumer_details || []).map((x) => [x.consumer_tag, x.channel_details.name, String(x.ack_required), fmt(x.prefetch_count)]), { id: 'queue-consumers-table' })),
     h('div', { class: 'card' }, h('h2', {}, 'Bindings'), table(['From', 'Routing key', ''],

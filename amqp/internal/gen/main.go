@@ -394,8 +394,22 @@ func genStruct(p func(string, ...any), g genMethod) {
 		p("")
 		return
 	}
-	p("func (m *%s) Decode(p []byte) error {", g.typeName)
-	p("d := decoder{b: p}")
+	hasTable := false
+	for _, f := range g.fields {
+		hasTable = hasTable || f.typ == "table"
+	}
+	if hasTable {
+		// Methods with field tables also decode under a smaller nesting
+		// limit, for MethodDecoder.MaxTableDepth.
+		p("func (m *%s) Decode(p []byte) error { return m.decodeDepth(p, 0) }", g.typeName)
+		p("")
+		p("// decodeDepth is Decode with field tables nested at most maxDepth deep (0: MaxTableDepth).")
+		p("func (m *%s) decodeDepth(p []byte, maxDepth int) error {", g.typeName)
+		p("d := decoder{b: p, maxDepth: maxDepth}")
+	} else {
+		p("func (m *%s) Decode(p []byte) error {", g.typeName)
+		p("d := decoder{b: p}")
+	}
 	declared = false
 	forBitGroups(g.fields, func(f field) {
 		p(decoders[f.typ], f.name)

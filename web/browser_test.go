@@ -1,0 +1,312 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/warrenmq/warren/broker"
+	"github.com/warrenmq/warren/broker/brokertest"
+)
+
+// The console driven by a real browser: Debian's headless Chromium through
+// chromedp. Without chromium the tests skip, unless WARREN_INTEROP=1
+// (scripts/test.sh), which makes its absence a failure. Screenshots go to
+// $WARREN_ARTIFACTS (default: the test's temp dir).
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browserEnv is a broker, its management server on 127.0.0.1:0 and a
+// browser tab.
+type browserEnv struct {
+	t         *testing.T
+	bs        *brokertest.Server
+	base      string
+	ctx       context.Context
+	artifacts string
+}
+
+func newBrowserEnv(t *testing.T, timeout time.Duration) *browserEnv {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("WARREN_INTEROP") == "1" {
+			t.Fatalf("%s is required (WARREN_INTEROP=1): %v", chromiumPath, err)
+		}
+		t.Skipf("%s not installed", chromiumPath)
+	}
+	bs := brokertest.Start(t, nil)
+	srv, err := New(Config{Addr: "127.0.0.1:0", MetricsAddr: "-", SampleInterval: time.Second, Logger: zaptest.NewLogger(t)}, bs.Broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+
+	artifacts := os.Getenv("WARREN_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox,
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	ctx, cancelTimeout := context.WithTimeout(bctx, timeout)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelBrowser()
+		cancelAlloc()
+	})
+	return &browserEnv{t: t, bs: bs, base: "http://" + srv.Addr().String() + "/", ctx: ctx, artifacts: artifacts}
+}
+
+func (e *browserEnv) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	if err := chromedp.Do(e.ctx, actions...); err != nil {
+		e.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// screenshot saves the page as name.png among the artifacts.
+func (e *browserEnv) screenshot(name string) {
+	e.t.Helper()
+	e.run("scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	png, err := chromedp.Run(e.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		e.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(e.artifacts, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Logf("screenshot: %s", path)
+}
+
+// waitText polls the text of the element sel until it is want.
+func (e *browserEnv) waitText(sel, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		var err error
+		if got, err = chromedp.Run(e.ctx, chromedp.Text(chromedp.CSS(sel))); err != nil {
+			e.t.Fatalf("text of %s: %v", sel, err)
+		}
+		if strings.TrimSpace(got) == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("%s: text %q, want %q", sel, got, want)
+}
+
+func (e *browserEnv) login(user, pass string) {
+	e.t.Helper()
+	e.run("log in",
+		chromedp.Navigate(e.base),
+		chromedp.WaitVisible(chromedp.ID("login-user")),
+		chromedp.SendKeys(chromedp.ID("login-user"), user),
+		chromedp.SendKeys(chromedp.ID("login-pass"), pass),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("app-view")),
+	)
+	e.waitText("#whoami-name", user)
+}
+
+func TestBrowserConsole(t *testing.T) {
+	e := newBrowserEnv(t, 60*time.Second)
+
+	// A client declares a queue and publishes to it over AMQP, and stays
+	// connected.
+	conn, err := amqp091.DialConfig(e.bs.URL, amqp091.Config{Properties: amqp091.Table{"connection_name": "browser-test-client"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("browser-q", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := ch.Publish("", "browser-q", false, false, amqp091.Publishing{Body: fmt.Appendf(nil, "from amqp %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.bs.Broker.SetPolicy("/", "limits", "^browser-", "queues", 1, map[string]any{"max-length": int64(1000)}, false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "3 messages in browser-q", func() bool {
+		q, err := e.bs.Broker.Queue("/", "browser-q")
+		return err == nil && q.Ready == 3
+	})
+
+	// Logging in with a wrong password fails, then the right one works.
+	e.run("failed login",
+		chromedp.Navigate(e.base),
+		chromedp.WaitVisible(chromedp.ID("login-user")),
+		chromedp.SendKeys(chromedp.ID("login-user"), "guest"),
+		chromedp.SendKeys(chromedp.ID("login-pass"), "nope"),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("login-error")),
+	)
+	e.login("guest", "guest")
+	// No periodic refresh: a re-render between finding a button and
+	// clicking it would lose the click. The pages still re-render after
+	// each action.
+	e.run("stop refreshing", chromedp.Evaluate[chromedp.Void](`clearInterval(state.timer); window.setInterval = () => 0`))
+	e.waitText("#total-queues", "1")
+	e.screenshot("overview")
+
+	// The queue appears on the queues page with its message count.
+	row := `#queue-table tr[data-name="browser-q"]`
+	e.run("queues page",
+		chromedp.Click(chromedp.ID("nav-queues")),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	)
+	e.waitText(row+" td:nth-child(6)", "3")
+	e.screenshot("queues")
+
+	// Publish a message from the queue's page and get the four back.
+	e.run("queue page",
+		chromedp.Click(chromedp.CSS(row+" a")),
+		chromedp.WaitVisible(chromedp.ID("queue-name")),
+	)
+	e.waitText("#queue-messages", "3")
+	e.waitText("#queue-policy", "limits")
+	e.waitText("#queue-effective-policy", `{"max-length":1000}`)
+	e.run("publish",
+		chromedp.SendKeys(chromedp.ID("qpublish-payload"), "hello from the browser"),
+		chromedp.Click(chromedp.ID("qpublish-submit")),
+	)
+	e.waitText("#queue-messages", "4")
+	e.run("get",
+		chromedp.SetValue(chromedp.ID("get-ackmode"), "ack_requeue_false"),
+		chromedp.SetValue(chromedp.ID("get-count"), "4"),
+		chromedp.Click(chromedp.ID("get-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#get-result .message[data-index="3"]`)),
+	)
+	e.waitText(`#get-result .message[data-index="3"] pre`, "hello from the browser")
+	e.waitText(`#get-result .message[data-index="0"] pre`, "from amqp 0")
+	e.waitText("#queue-messages", "0")
+	e.screenshot("queue")
+
+	// Close the client's connection from the connections page.
+	closeBtn := `#connections-table button[data-action="close"]`
+	e.run("connections page",
+		chromedp.Click(chromedp.ID("nav-connections")),
+		chromedp.WaitVisible(chromedp.CSS(closeBtn)),
+	)
+	e.waitText(`#connections-table tbody tr td:nth-child(4)`, "browser-test-client")
+	e.screenshot("connections")
+	e.run("close connection",
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(closeBtn)),
+	)
+	select {
+	case err := <-closed:
+		if err == nil || err.Code != amqp091.ConnectionForced {
+			t.Fatalf("client saw close %v, want 320 CONNECTION_FORCED", err)
+		}
+		t.Logf("client saw: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client's connection was not closed")
+	}
+	waitFor(t, "the connection to go", func() bool { return len(e.bs.Broker.Connections()) == 0 })
+	e.run("connections page again",
+		chromedp.Click(chromedp.ID("nav-overview")),
+		chromedp.WaitVisible(chromedp.ID("total-queues")),
+		chromedp.Click(chromedp.ID("nav-connections")),
+	)
+	e.waitText(`#connections-table tbody tr td`, "Nothing here yet.")
+}
+
+// TestBrowserQueuesPageLoad measures how long the console's queues page
+// takes to show its table with many queues (WARREN_BROWSER_QUEUES, default
+// 10,000). It only runs when that variable is set.
+func TestBrowserQueuesPageLoad(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WARREN_BROWSER_QUEUES"))
+	if n <= 0 {
+		t.Skip("set WARREN_BROWSER_QUEUES=10000 to measure")
+	}
+	e := newBrowserEnv(t, 5*time.Minute)
+	declareQueues(t, e.bs.Broker, n)
+	e.login("guest", "guest")
+	last := fmt.Sprintf(`#queue-table tr[data-name="q%05d"]`, 49) // the first page holds 50
+	for i := range 3 {
+		e.run("overview", chromedp.Navigate(e.base+"#/overview"), chromedp.WaitVisible(chromedp.ID("total-queues")))
+		start := time.Now()
+		e.run("queues page",
+			chromedp.Click(chromedp.ID("nav-queues")),
+			chromedp.WaitVisible(chromedp.CSS(last)),
+		)
+		t.Logf("run %d: queues page with %d queues: table shown after %v", i+1, n, time.Since(start).Round(time.Millisecond))
+	}
+	e.run("count", chromedp.WaitVisible(chromedp.ID("queue-count")))
+	if got, err := chromedp.Run(e.ctx, chromedp.Text(chromedp.ID("queue-count"))); err != nil || !strings.HasSuffix(got, " queues") || !strings.Contains(strings.ReplaceAll(got, ",", ""), fmt.Sprintf("%d of %d", n, n)) {
+		t.Errorf("queue count %q, %v", got, err)
+	}
+	e.screenshot("queues-10k")
+}
+
+// declareQueues declares q00000, q00001, ... on vhost / through the broker.
+func declareQueues(t testing.TB, b *broker.Broker, n int) {
+	t.Helper()
+	for i := range n {
+		if err := b.DeclareQueue("/", "", broker.QueueSpec{Name: fmt.Sprintf("q%05d", i)}); err != nil {
+			t.Fatal(errors.Join(fmt.Errorf("queue %d", i), err))
+		}
+	}
+}
+
+// TestAuthFromScript: a script's 401 (X-Requested-With: XMLHttpRequest)
+// carries no WWW-Authenticate, so a browser shows no login dialog over the
+// console's own.
+func TestAuthFromScript(t *testing.T) {
+	e := newEnv(t)
+	req, _ := http.NewRequest("GET", e.ts.URL+"/api/whoami", nil)
+	req.SetBasicAuth("guest", "wrong")
+	req.Header.Set("X-Requested-With", "XMLHttpRequest")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 || res.Header.Get("WWW-Authenticate") != "" {
+		t.Errorf("status %d, WWW-Authenticate %q", res.StatusCode, res.Header.Get("WWW-Authenticate"))
+	}
+}
