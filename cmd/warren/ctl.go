@@ -221,6 +221,14 @@ func ctlCommand() *cli.Command {
 							}
 						}
 					}
+					var nodes []map[string]any
+					if err := ctlDo(cc, "GET", "/api/nodes", nil, &nodes); err != nil {
+						return err
+					}
+					for _, n := range nodes {
+						fmt.Fprintf(w, "memory alarm\t%v\n", n["mem_alarm"])
+						fmt.Fprintf(w, "disk alarm\t%v\n", n["disk_free_alarm"])
+					}
 					return w.Flush()
 				},
 			},

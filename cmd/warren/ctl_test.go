@@ -82,7 +82,7 @@ func TestCtl(t *testing.T) {
 	if out := e.must("list_connections"); !strings.HasPrefix(out, "name") {
 		t.Errorf("list_connections:\n%s", out)
 	}
-	if out := e.must("status"); !strings.Contains(out, "queues") || !strings.Contains(out, "warren@") {
+	if out := e.must("status"); !strings.Contains(out, "queues") || !strings.Contains(out, "warren@") || !strings.Contains(out, "memory alarm") {
 		t.Errorf("status:\n%s", out)
 	}
 	e.must("purge_queue", "--vhost", "shop", "orders")
