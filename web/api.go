@@ -299,6 +299,32 @@ func (s *Server) vhostParam(w http.ResponseWriter, r *http.Request, p *principal
 	return v, true
 }
 
+// optionalVHost is vhostParam for list endpoints that take an optional
+// {vhost}: "" (every vhost) when the path has none.
+func (s *Server) optionalVHost(w http.ResponseWriter, r *http.Request, p *principal) (string, bool) {
+	if pathValue(r, "vhost") == "" {
+		return "", true
+	}
+	return s.vhostParam(w, r, p)
+}
+
+// writeVisible answers a list request with the objects of the vhosts p may
+// see, or with err.
+func writeVisible[T any](s *Server, w http.ResponseWriter, r *http.Request, p *principal, objs []T, err error, vhostOf func(T) string, toJSON func(T) item) {
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	visible := s.visibleVHosts(p)
+	items := make([]item, 0, len(objs))
+	for _, o := range objs {
+		if visible(vhostOf(o)) {
+			items = append(items, toJSON(o))
+		}
+	}
+	writeList(w, r, items)
+}
+
 // canSeeVHost reports whether p may see objects of vhost v.
 func (s *Server) canSeeVHost(p *principal, v string) bool {
 	if p.monitor() {

@@ -30,12 +30,9 @@ func (s *Server) writeBindings(w http.ResponseWriter, r *http.Request, vhost str
 }
 
 func (s *Server) getBindings(w http.ResponseWriter, r *http.Request, p *principal) {
-	vhost := ""
-	if pathValue(r, "vhost") != "" {
-		var ok bool
-		if vhost, ok = s.vhostParam(w, r, p); !ok {
-			return
-		}
+	vhost, ok := s.optionalVHost(w, r, p)
+	if !ok {
+		return
 	}
 	visible := s.visibleVHosts(p)
 	s.writeBindings(w, r, vhost, func(b broker.BindingInfo) bool { return visible(b.VHost) })

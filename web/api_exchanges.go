@@ -21,26 +21,12 @@ func exchangeParam(r *http.Request) string {
 }
 
 func (s *Server) getExchanges(w http.ResponseWriter, r *http.Request, p *principal) {
-	vhost := ""
-	if pathValue(r, "vhost") != "" {
-		var ok bool
-		if vhost, ok = s.vhostParam(w, r, p); !ok {
-			return
-		}
-	}
-	xs, err := s.b.Exchanges(vhost)
-	if err != nil {
-		s.brokerError(w, err)
+	vhost, ok := s.optionalVHost(w, r, p)
+	if !ok {
 		return
 	}
-	visible := s.visibleVHosts(p)
-	items := make([]item, 0, len(xs))
-	for _, x := range xs {
-		if visible(x.VHost) {
-			items = append(items, s.exchangeJSON(x))
-		}
-	}
-	writeList(w, r, items)
+	xs, err := s.b.Exchanges(vhost)
+	writeVisible(s, w, r, p, xs, err, func(x broker.ExchangeInfo) string { return x.VHost }, s.exchangeJSON)
 }
 
 func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, p *principal) {

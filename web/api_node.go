@@ -207,12 +207,9 @@ func (s *Server) getConnectionChannels(w http.ResponseWriter, r *http.Request, p
 }
 
 func (s *Server) getConsumers(w http.ResponseWriter, r *http.Request, p *principal) {
-	vhost := ""
-	if pathValue(r, "vhost") != "" {
-		var ok bool
-		if vhost, ok = s.vhostParam(w, r, p); !ok {
-			return
-		}
+	vhost, ok := s.optionalVHost(w, r, p)
+	if !ok {
+		return
 	}
 	cs, err := s.b.Consumers(vhost)
 	if err != nil {

@@ -14,26 +14,12 @@ import (
 // if-unused), DELETE .../contents (purge), POST .../get.
 
 func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal) {
-	vhost := ""
-	if pathValue(r, "vhost") != "" {
-		var ok bool
-		if vhost, ok = s.vhostParam(w, r, p); !ok {
-			return
-		}
-	}
-	qs, err := s.b.Queues(vhost)
-	if err != nil {
-		s.brokerError(w, err)
+	vhost, ok := s.optionalVHost(w, r, p)
+	if !ok {
 		return
 	}
-	visible := s.visibleVHosts(p)
-	items := make([]item, 0, len(qs))
-	for _, q := range qs {
-		if visible(q.VHost) {
-			items = append(items, s.queueJSON(q))
-		}
-	}
-	writeList(w, r, items)
+	qs, err := s.b.Queues(vhost)
+	writeVisible(s, w, r, p, qs, err, func(q broker.QueueInfo) string { return q.VHost }, s.queueJSON)
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) {
