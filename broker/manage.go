@@ -173,6 +173,11 @@ func (b *Broker) Publish(vhostName, username, exchangeName, key string, props am
 	if ex == nil {
 		return false, notFoundExchange(exchangeName, v.name, amqp.ClassBasic, 40)
 	}
+	// As basic.publish: write on the exchange, and on the routing key of a
+	// topic exchange.
+	if err := ch.accessPublish(exchangeName); err != nil {
+		return false, err
+	}
 	if ex.internal {
 		return false, amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
 			"cannot publish to internal exchange '%s' in vhost '%s'", exchangeName, v.name)
@@ -207,9 +212,19 @@ type GotMessage struct {
 // Get takes up to count messages from a queue as basic.get does, then
 // returns them to the queue (requeue, marked redelivered) or settles them
 // (dropped), as the management API's get does.
-func (b *Broker) Get(vhostName, name string, count int, requeue bool) ([]GotMessage, error) {
+//
+// username ("" for the broker itself) needs read permission on the queue,
+// as for basic.get.
+func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) ([]GotMessage, error) {
 	qe, err := b.queueEntity(vhostName, name)
 	if err != nil {
+		return nil, err
+	}
+	ch, err := b.mgmtChannel(vhostName, username)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.c.checkResource(permRead, "queue", name, amqp.ClassBasic, 70); err != nil {
 		return nil, err
 	}
 	qe.mu.Lock()

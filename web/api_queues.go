@@ -157,7 +157,7 @@ func (s *Server) getMessages(w http.ResponseWriter, r *http.Request, p *principa
 			truncate = n
 		}
 	}
-	msgs, err := s.b.Get(vhost, pathValue(r, "name"), count, requeue)
+	msgs, err := s.b.Get(vhost, actingUser(p), pathValue(r, "name"), count, requeue)
 	if err != nil {
 		s.brokerError(w, err)
 		return

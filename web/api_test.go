@@ -511,3 +511,30 @@ func TestServeAndClose(t *testing.T) {
 		t.Fatal("Serve did not return")
 	}
 }
+
+// TestPublishAndGetNeedPermissions: the management API's publish needs
+// write on the exchange and get needs read on the queue, as basic.publish
+// and basic.get do.
+func TestPublishAndGetNeedPermissions(t *testing.T) {
+	e := newEnv(t)
+	b := e.bs.Broker
+	if err := b.PutUser("m", "m-pass", []string{"management"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPermissions("m", "/", "", "^$", "^$"); err != nil {
+		t.Fatal(err)
+	}
+	e.must(http.StatusCreated, "PUT", "/api/queues/%2F/perm-q", map[string]any{})
+	pub := map[string]any{"routing_key": "perm-q", "payload": "x", "payload_encoding": "string", "properties": map[string]any{}}
+	e.must(http.StatusUnauthorized, "POST", "/api/exchanges/%2F/amq.default/publish", pub, "m", "m-pass")
+	e.must(http.StatusOK, "POST", "/api/exchanges/%2F/amq.default/publish", pub)
+	get := map[string]any{"count": 1, "ackmode": "ack_requeue_true", "encoding": "auto"}
+	e.must(http.StatusUnauthorized, "POST", "/api/queues/%2F/perm-q/get", get, "m", "m-pass")
+	if err := b.SetPermissions("m", "/", "", ".*", ".*"); err != nil {
+		t.Fatal(err)
+	}
+	e.must(http.StatusOK, "POST", "/api/exchanges/%2F/amq.default/publish", pub, "m", "m-pass")
+	if got := e.must(http.StatusOK, "POST", "/api/queues/%2F/perm-q/get", get, "m", "m-pass").list(t); len(got) != 1 {
+		t.Fatalf("get returned %d messages", len(got))
+	}
+}

@@ -72,7 +72,7 @@ func (s *Server) aliveness(w http.ResponseWriter, r *http.Request, p *principal)
 		fail(err.Error())
 		return
 	}
-	msgs, err := s.b.Get(vhost, q, 1, false)
+	msgs, err := s.b.Get(vhost, "", q, 1, false)
 	if err != nil || len(msgs) == 0 {
 		fail("message not received")
 		return
