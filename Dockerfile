@@ -1,15 +1,19 @@
 # syntax=docker/dockerfile:1
+# Build stage: a static binary (no cgo).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/warren ./cmd/warren
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/warren ./cmd/warren \
+ && mkdir -p /out/data && chown 65532:65532 /out/data
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# Run stage: nothing but the binary and its data directory.
+FROM scratch
 COPY --from=build /out/warren /usr/local/bin/warren
-VOLUME /var/lib/warren
+COPY --from=build --chown=65532:65532 /out/data /var/lib/warren
 ENV WARREN_DATA_DIR=/var/lib/warren
-EXPOSE 5672 15672
-USER nonroot:nonroot
+VOLUME /var/lib/warren
+EXPOSE 5672 5671 15672 15692
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/warren"]
