@@ -53,6 +53,14 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if m.Exchange == "" {
 		return accessRefusedDefault(cls, mth)
 	}
+	// rabbit_channel reads alternate-exchange with rabbit_misc:r_arg: a
+	// value that is not a string is refused.
+	if ae, ok := m.Arguments["alternate-exchange"]; ok {
+		if _, isStr := ae.(string); !isStr {
+			return amqp.Errorf(amqp.PreconditionFailed, cls, mth,
+				"invalid type '%s' for arg 'alternate-exchange' in exchange '%s' in vhost '%s'", amqp.TypeName(ae), m.Exchange, v.name)
+		}
+	}
 	if err := ch.accessExchangeDeclare(m); err != nil {
 		return err
 	}
@@ -121,8 +129,9 @@ func equivalentExchange(ex *exchangeEntity, kind exchange.Kind, m *amqp.Exchange
 // equivalentArgs is rabbit_misc:assert_args_equivalence: for each of keys,
 // the current and requested arguments must both be absent, or have values
 // of the same type class (all integer types are one class) that are
-// equal. The error text describes values as RabbitMQ does ("the value '5'
-// of type 'long'", "none").
+// equal. The error text describes values as RabbitMQ does: with both
+// present, the bare values ("received '6' but current is '5'", whatever
+// their types); with one absent, "the value '5' of type 'long'" and "none".
 func equivalentArgs(what, name, vhost string, current, requested amqp.Table, keys []string, cls, mth uint16) error {
 	for _, k := range keys {
 		cur, curOK := current[k]
@@ -136,6 +145,11 @@ func equivalentArgs(what, name, vhost string, current, requested amqp.Table, key
 		// Classic queues: x-queue-type "classic" is the same as none.
 		if k == "x-queue-type" && ((!curOK && req == "classic") || (!reqOK && cur == "classic")) {
 			continue
+		}
+		if curOK && reqOK {
+			return amqp.Errorf(amqp.PreconditionFailed, cls, mth,
+				"inequivalent arg '%s' for %s '%s' in vhost '%s': received '%s' but current is '%s'",
+				k, what, name, vhost, argText(req), argText(cur))
 		}
 		return amqp.Errorf(amqp.PreconditionFailed, cls, mth,
 			"inequivalent arg '%s' for %s '%s' in vhost '%s': received %s but current is %s",
@@ -198,18 +212,20 @@ func describeArg(v any, present bool) string {
 	if !present {
 		return "none"
 	}
-	var s string
+	return fmt.Sprintf("the value '%s' of type '%s'", argText(v), amqp.TypeName(v))
+}
+
+// argText is an argument's value as RabbitMQ prints it.
+func argText(v any) string {
 	switch x := v.(type) {
 	case string:
-		s = x
+		return x
 	case []byte:
-		s = string(x)
+		return string(x)
 	case time.Time:
-		s = strconv.FormatInt(x.Unix(), 10)
-	default:
-		s = fmt.Sprint(v)
+		return strconv.FormatInt(x.Unix(), 10)
 	}
-	return fmt.Sprintf("the value '%s' of type '%s'", s, amqp.TypeName(v))
+	return fmt.Sprint(v)
 }
 
 // checkName enforces the 255-byte limit on names (shortstr already does,

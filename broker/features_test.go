@@ -98,15 +98,20 @@ func TestQueueArgsInvalid(t *testing.T) {
 		text string
 	}{
 		{amqp091.Table{"x-max-length": int32(-1)}, "invalid arg 'x-max-length' for queue 'q' in vhost '/': {value_negative,-1}"},
-		{amqp091.Table{"x-max-length-bytes": "10"}, "invalid arg 'x-max-length-bytes' for queue 'q' in vhost '/': {unacceptable_type,longstr}"},
+		{amqp091.Table{"x-max-length-bytes": "10"}, `invalid arg 'x-max-length-bytes' for queue 'q' in vhost '/': "expected integer, got longstr"`},
+		{amqp091.Table{"x-message-ttl": "1000"}, `invalid arg 'x-message-ttl' for queue 'q' in vhost '/': "expected integer, got longstr"`},
+		{amqp091.Table{"x-message-ttl": 1.5}, `invalid arg 'x-message-ttl' for queue 'q' in vhost '/': "expected integer, got double"`},
 		{amqp091.Table{"x-message-ttl": int64(-5)}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_negative,-5}"},
-		{amqp091.Table{"x-message-ttl": int64(4294967296)}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_too_large,4294967296}"},
+		{amqp091.Table{"x-message-ttl": int64(315360000001)}, "invalid arg 'x-message-ttl' for queue 'q' in vhost '/': {value_too_large,315360000001}"},
 		{amqp091.Table{"x-expires": int32(0)}, "invalid arg 'x-expires' for queue 'q' in vhost '/': {value_zero,0}"},
 		{amqp091.Table{"x-overflow": "drop-tail"}, "invalid arg 'x-overflow' for queue 'q' in vhost '/': invalid_overflow"},
 		{amqp091.Table{"x-max-priority": int32(256)}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/': {max_value_exceeded,256}"},
 		{amqp091.Table{"x-single-active-consumer": "yes"}, "invalid arg 'x-single-active-consumer' for queue 'q' in vhost '/': {unacceptable_type,longstr}"},
 		{amqp091.Table{"x-dead-letter-routing-key": "k"}, "invalid arg 'x-dead-letter-routing-key' for queue 'q' in vhost '/': routing_key_but_no_dlx_defined"},
-		{amqp091.Table{"x-dead-letter-exchange": int32(1)}, "invalid arg 'x-dead-letter-exchange' for queue 'q' in vhost '/': {unacceptable_type,signedint}"},
+		{amqp091.Table{"x-dead-letter-exchange": int32(1)}, "invalid type 'signedint' for arg 'x-dead-letter-exchange' in queue 'q' in vhost '/'"},
+		{amqp091.Table{"x-queue-type": "bogus"}, `invalid arg 'x-queue-type' for queue 'q' in vhost '/': "unsupported queue type 'bogus'"`},
+		{amqp091.Table{"x-queue-mode": "bogus"}, `invalid arg 'x-queue-mode' for queue 'q' in vhost '/': "unsupported queue mode 'bogus'"`},
+		{amqp091.Table{"x-max-in-memory-length": int32(1)}, "invalid arg 'x-max-in-memory-length' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"},
 		{amqp091.Table{"x-delivery-limit": int32(-2)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/': {value_negative,-2}"},
 		{amqp091.Table{"x-queue-type": "quorum"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': quorum queues are not supported by this broker yet"},
 		{amqp091.Table{"x-queue-type": "stream"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': stream queues are not supported by this broker yet"},
@@ -120,7 +125,7 @@ func TestQueueArgsInvalid(t *testing.T) {
 		"x-queue-type": "classic", "x-message-ttl": int32(1000), "x-expires": int32(60000),
 		"x-max-length": int32(10), "x-max-length-bytes": int64(1000), "x-overflow": "reject-publish-dlx",
 		"x-max-priority": int32(5), "x-single-active-consumer": true, "x-dead-letter-exchange": "dlx",
-		"x-dead-letter-routing-key": "k", "x-delivery-limit": int32(3), "x-custom": "kept",
+		"x-dead-letter-routing-key": "k", "x-delivery-limit": int32(3), "x-custom": "kept", "x-queue-mode": "lazy",
 	}
 	_, err := ch.QueueDeclare("q", false, false, false, false, args)
 	mustOK(t, err)
@@ -181,9 +186,10 @@ func TestExpirationInvalid(t *testing.T) {
 	s := brokertest.Start(t, nil)
 	c := dial(t, s)
 	for exp, text := range map[string]string{
-		"foo": "invalid expiration 'foo': no_integer",
-		"-1":  "invalid expiration '-1': {value_negative,-1}",
-		"10x": `invalid expiration '10x': {leftover_string,"x"}`,
+		"foo":          "invalid expiration 'foo': no_integer",
+		"-1":           "invalid expiration '-1': {value_negative,-1}",
+		"10x":          `invalid expiration '10x': {leftover_string,"x"}`,
+		"315360000001": "invalid expiration '315360000001': {value_too_large,315360000001}",
 	} {
 		ch := open(t, c)
 		closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -391,6 +397,9 @@ func TestAlternateExchange(t *testing.T) {
 		t.Fatalf("returned %q", r.Body)
 	case <-time.After(100 * time.Millisecond):
 	}
+	bad := open(t, dial(t, s))
+	err := bad.ExchangeDeclare("badae", "direct", false, false, false, false, amqp091.Table{"alternate-exchange": int32(1)})
+	expectReason(t, expectCode(t, err, 406), "PRECONDITION_FAILED - invalid type 'signedint' for arg 'alternate-exchange' in exchange 'badae' in vhost '/'")
 	// Nothing at all routes it: returned.
 	mustOK(t, ch.QueueUnbind("ae2q", "", "ae2", nil))
 	mustOK(t, ch.Publish("main", "lost", true, false, amqp091.Publishing{Body: []byte("lost")}))
@@ -446,7 +455,7 @@ func TestConsumerPriority(t *testing.T) {
 	}
 	bad := open(t, c)
 	_, err = bad.Consume("q", "", false, false, false, false, amqp091.Table{"x-priority": "high"})
-	expectReason(t, expectCode(t, err, 406), "PRECONDITION_FAILED - invalid arg 'x-priority' for queue 'q' in vhost '/': {unacceptable_type,longstr}")
+	expectReason(t, expectCode(t, err, 406), `PRECONDITION_FAILED - invalid arg 'x-priority' for queue 'q' in vhost '/': "expected integer, got longstr"`)
 }
 
 func TestExclusiveConsumer(t *testing.T) {

@@ -271,9 +271,9 @@ func TestQueueRedeclare(t *testing.T) {
 	}{
 		{false, false, args, "inequivalent arg 'durable' for queue 'r' in vhost '/': received 'false' but current is 'true'"},
 		{true, true, args, "inequivalent arg 'auto_delete' for queue 'r' in vhost '/': received 'true' but current is 'false'"},
-		{true, false, amqp091.Table{"x-message-ttl": int32(1000)}, "inequivalent arg 'x-message-ttl' for queue 'r' in vhost '/': received the value '1000' of type 'signedint' but current is the value '60000' of type 'signedint'"},
+		{true, false, amqp091.Table{"x-message-ttl": int32(1000)}, "inequivalent arg 'x-message-ttl' for queue 'r' in vhost '/': received '1000' but current is '60000'"},
 		{true, false, nil, "inequivalent arg 'x-message-ttl' for queue 'r' in vhost '/': received none but current is the value '60000' of type 'signedint'"},
-		{true, false, amqp091.Table{"x-message-ttl": "60000"}, "inequivalent arg 'x-message-ttl' for queue 'r' in vhost '/': received the value '60000' of type 'longstr' but current is the value '60000' of type 'signedint'"},
+		{true, false, amqp091.Table{"x-message-ttl": "60000"}, "inequivalent arg 'x-message-ttl' for queue 'r' in vhost '/': received '60000' but current is '60000'"},
 		{true, false, amqp091.Table{"x-message-ttl": int32(60000), "x-max-length": int64(5)}, "inequivalent arg 'x-max-length' for queue 'r' in vhost '/': received the value '5' of type 'long' but current is none"},
 	} {
 		_, err := open(t, c).QueueDeclare("r", tc.durable, tc.autoDelete, false, false, tc.args)

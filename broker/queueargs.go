@@ -17,8 +17,9 @@ import (
 // itself (dead-letter target, x-expires, consumer timeout).
 
 // maxExpiry is rabbit_misc's MAX_EXPIRY_TIMER: the largest TTL or expiry
-// accepted, in ms.
-const maxExpiry = 4294967295
+// accepted, in ms (ten years; RabbitMQ 3.10 accepts 315360000000 and
+// refuses 315360000001).
+const maxExpiry = 315360000000
 
 // queueSettings is a queue's effective configuration: declare arguments
 // merged with the policies that apply.
@@ -74,12 +75,21 @@ func invalidArg(key, qname, vhost string, reason string) error {
 }
 
 // intArgValue reads an integer argument as rabbit_amqqueue's check_int_arg:
-// only AMQP integer types are accepted. It returns the refusal reason.
+// only AMQP integer types are accepted. It returns the refusal reason,
+// printed as RabbitMQ does (~p of a string: quoted).
 func intArgValue(v any) (int64, string) {
 	if n, ok := argInt(v); ok {
 		return n, ""
 	}
-	return 0, fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v))
+	return 0, fmt.Sprintf("\"expected integer, got %s\"", amqp.TypeName(v))
+}
+
+// classicUnsupportedArgs are arguments RabbitMQ knows but classic queues
+// refuse whatever their value ("of queue type rabbit_classic_queue").
+// x-delivery-limit is deliberately not among them: Warren supports it.
+var classicUnsupportedArgs = []string{
+	"x-max-in-memory-length", "x-max-in-memory-bytes", "x-quorum-initial-group-size",
+	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
 }
 
 // parseQueueArgs validates the declare arguments of queue name and returns
@@ -118,6 +128,14 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		}
 		return n, true, ""
 	}
+	// rabbit_channel reads x-dead-letter-exchange with rabbit_misc:r_arg
+	// before declaring: a value that is not a string is refused first.
+	if v, ok := args["x-dead-letter-exchange"]; ok {
+		if _, isStr := v.(string); !isStr {
+			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
+				"invalid type '%s' for arg 'x-dead-letter-exchange' in queue '%s' in vhost '%s'", amqp.TypeName(v), name, vhost)
+		}
+	}
 	if t, ok := args["x-queue-type"]; ok {
 		switch t {
 		case "classic":
@@ -128,7 +146,13 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 			if _, isStr := t.(string); !isStr {
 				return bad("x-queue-type", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(t)))
 			}
-			return bad("x-queue-type", fmt.Sprintf("{unknown_queue_type,<<\"%v\">>}", t))
+			return bad("x-queue-type", fmt.Sprintf("\"unsupported queue type '%v'\"", t))
+		}
+	}
+	for _, k := range classicUnsupportedArgs {
+		if _, ok := args[k]; ok {
+			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
+				"invalid arg '%s' for queue '%s' in vhost '%s' of queue type rabbit_classic_queue", k, name, vhost)
 		}
 	}
 	if n, ok, why := expiry("x-expires", false); why != "" {
@@ -142,11 +166,7 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		s.cfg.MessageTTL = n
 	}
 	if v, ok := args["x-dead-letter-exchange"]; ok {
-		x, isStr := v.(string)
-		if !isStr {
-			return bad("x-dead-letter-exchange", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
-		}
-		s.dlx, s.hasDLX = x, true
+		s.dlx, s.hasDLX = v.(string), true
 	}
 	if v, ok := args["x-dead-letter-routing-key"]; ok {
 		k, isStr := v.(string)
@@ -182,6 +202,14 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 			return bad("x-overflow", why)
 		}
 		s.cfg.Overflow = o
+	}
+	if v, ok := args["x-queue-mode"]; ok {
+		switch m, isStr := v.(string); {
+		case !isStr:
+			return bad("x-queue-mode", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
+		case m != "default" && m != "lazy":
+			return bad("x-queue-mode", fmt.Sprintf("\"unsupported queue mode '%s'\"", m))
+		}
 	}
 	if v, ok := args["x-single-active-consumer"]; ok {
 		sac, isBool := v.(bool)
