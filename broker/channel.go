@@ -17,7 +17,7 @@ type channel struct {
 
 	// closing is set after this side sent channel.close: frames are
 	// dropped until channel.close-ok.
-	closing bool
+	closing atomic.Bool
 
 	// content assembly of the publish in progress
 	pub publishing
@@ -79,7 +79,7 @@ func newChannel(c *conn, id uint16) *channel {
 // handleMethod runs one method. A soft error closes the channel; a hard
 // one is returned to close the connection.
 func (ch *channel) handleMethod(m amqp.Method) error {
-	if ch.closing {
+	if ch.closing.Load() {
 		switch m.(type) {
 		case *amqp.ChannelCloseOk:
 			delete(ch.c.channels, ch.id)
@@ -112,9 +112,18 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 // softClose sends channel.close for a channel exception and releases what
 // the channel holds.
 func (ch *channel) softClose(ae *amqp.Error) {
-	ch.c.send(ch.id, &amqp.ChannelClose{ReplyCode: ae.Code, ReplyText: ae.Text, FailingClassID: ae.ClassID, FailingMethodID: ae.MethodID})
-	ch.closing = true
 	ch.pub = publishing{}
+	ch.closeWith(ae)
+}
+
+// closeWith sends channel.close for ae once and releases what the channel
+// holds; the reader then drops the channel's frames until close-ok. Any
+// goroutine (the consumer-timeout checker closes channels too).
+func (ch *channel) closeWith(ae *amqp.Error) {
+	if !ch.closing.CompareAndSwap(false, true) {
+		return
+	}
+	ch.c.send(ch.id, &amqp.ChannelClose{ReplyCode: ae.Code, ReplyText: ae.Text, FailingClassID: ae.ClassID, FailingMethodID: ae.MethodID})
 	ch.shutdown()
 }
 

@@ -13,7 +13,8 @@ import (
 // unacknowledged longer than the timeout (Config.ConsumerTimeout, or the
 // queue's x-consumer-timeout) cancels the consumer, telling the client
 // with basic.cancel, and returns its unacknowledged deliveries to their
-// queues. A delivery only records the time of a coarse clock; one
+// queues; a client that does not understand basic.cancel from the server
+// has the channel closed with 406 instead. A delivery only records the time of a coarse clock; one
 // broker-owned ticker advances the clock and checks every channel.
 
 // consumerTimeouts is the broker's consumer timeout clock.
@@ -89,10 +90,22 @@ func containsCons(s []*consumer, c *consumer) bool {
 }
 
 // timeOut cancels cons for a delivery that timed out and requeues its
-// unacknowledged deliveries. Without consumer_cancel_notify the client
-// cannot be told: RabbitMQ closes the channel then; here the consumer is
-// cancelled all the same (see the report in the package notes).
+// unacknowledged deliveries, telling the client with basic.cancel. A
+// client without consumer_cancel_notify cannot be told: the channel is
+// closed with 406 instead, as RabbitMQ does, which requeues every
+// unacknowledged delivery of the channel.
 func (ch *channel) timeOut(cons *consumer) {
+	if !ch.c.capCancelNotify {
+		limit := ch.c.b.cfg.ConsumerTimeout.Milliseconds()
+		if cons.timeout > 0 {
+			limit = cons.timeout
+		}
+		ch.c.log.Info("consumer timed out, closing its channel", zap.String("consumer-tag", cons.Tag))
+		ch.closeWith(amqp.Errorf(amqp.PreconditionFailed, 0, 0,
+			"delivery acknowledgement on channel %d timed out. Timeout value used: %d ms. This timeout value can be configured, see consumers doc guide to learn more",
+			ch.id, limit))
+		return
+	}
 	ch.mu.Lock()
 	if ch.closed || ch.consumers[cons.Tag] != cons {
 		ch.mu.Unlock()
@@ -113,8 +126,6 @@ func (ch *channel) timeOut(cons *consumer) {
 	ch.mu.Unlock()
 	ch.c.log.Info("consumer timed out", zap.String("consumer-tag", cons.Tag))
 	cons.qe.removeConsumer(cons)
-	if ch.c.capCancelNotify {
-		ch.c.send(ch.id, &amqp.BasicCancel{ConsumerTag: cons.Tag, NoWait: true})
-	}
+	ch.c.send(ch.id, &amqp.BasicCancel{ConsumerTag: cons.Tag, NoWait: true})
 	ch.requeue(mine)
 }

@@ -70,7 +70,7 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 }
 
 func (ch *channel) content(f amqp.Frame) error {
-	if ch.closing {
+	if ch.closing.Load() {
 		return nil
 	}
 	p := &ch.pub
