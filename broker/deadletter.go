@@ -146,7 +146,7 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	if !qe.fx.at {
 		seq := qe.q.Publish(msg)
 		qe.stats.publish++
-		b.journal(qe, seq, msg, nil)
+		b.journal(qe, seq, msg, 0, nil)
 		qe.dispatchLocked()
 		qe.mu.Unlock()
 		return
@@ -155,7 +155,7 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	seq, accepted, kept, dead := qe.enqueueAtLocked(msg, -1, now)
 	if accepted {
 		if kept {
-			b.journal(qe, seq, msg, nil)
+			b.journal(qe, seq, msg, 0, nil)
 		}
 		qe.afterPublishLocked(now)
 	}

@@ -134,7 +134,7 @@ func (b *Broker) recover() error {
 				Seq:         seq,
 				Redelivered: m.Deliveries > 0,
 				Deliveries:  m.Deliveries,
-				Expires:     qe.recoveredExpiry(msg, now),
+				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			})
 			return nil
 		})
@@ -321,13 +321,16 @@ func (b *Broker) forgetBindings(v *vhost, match func(bindingKey) bool) {
 
 // journal writes a persistent message bound for a durable queue; done
 // runs once it is on disk. Hold qe.mu (journal order = queue order).
-func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, done func(error)) bool {
+//
+// expires (unix ms, 0 = none) is kept with the message so that its TTL
+// keeps counting across a restart.
+func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expires int64, done func(error)) bool {
 	st := b.cfg.Store
 	if st == nil || !qe.durable || !msg.Persistent {
 		return false
 	}
 	st.Append(qe.storeID, seq, &store.Message{
-		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, Header: msg.Header, Body: msg.Body,
+		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, Header: msg.Header, Body: msg.Body, Expires: expires,
 	}, done)
 	return true
 }
@@ -359,4 +362,13 @@ func (qe *queueEntity) journalDelivery(noAck bool, e queue.Entry) {
 	} else {
 		b.markDelivered(qe, e)
 	}
+}
+
+// recoveredExpires prefers the expiry journaled with a message; records
+// without one get it recomputed from the recovery time.
+func recoveredExpires(recomputed, journaled int64) int64 {
+	if journaled > 0 {
+		return journaled
+	}
+	return recomputed
 }

@@ -148,11 +148,12 @@ func (ch *channel) publishAtLocked(qe *queueEntity, msg *queue.Message, ttl int6
 	}
 	if kept {
 		b := ch.c.b
+		exp := qe.expiryAt(ttl, *now)
 		if confirmSeq != 0 && qe.durable && msg.Persistent && b.cfg.Store != nil {
 			ch.confirms.hold(confirmSeq)
-			b.journal(qe, seq, msg, func(err error) { ch.journaled(confirmSeq, err) })
+			b.journal(qe, seq, msg, exp, func(err error) { ch.journaled(confirmSeq, err) })
 		} else {
-			b.journal(qe, seq, msg, nil)
+			b.journal(qe, seq, msg, exp, nil)
 		}
 	}
 	qe.afterPublishLocked(*now)
@@ -354,6 +355,20 @@ func (qe *queueEntity) recoveredExpiry(msg *queue.Message, now int64) int64 {
 		if ttl < 0 || t < ttl {
 			ttl = t
 		}
+	}
+	if ttl < 0 {
+		return 0
+	}
+	return now + ttl
+}
+
+// expiryAt is when a message published at now with per-message TTL msgTTL
+// (-1 = none) expires in qe: the lower of the two TTLs from now, 0 when
+// neither applies. Hold qe.mu.
+func (qe *queueEntity) expiryAt(msgTTL, now int64) int64 {
+	ttl := qe.q.Config().MessageTTL
+	if msgTTL >= 0 && (ttl < 0 || msgTTL < ttl) {
+		ttl = msgTTL
 	}
 	if ttl < 0 {
 		return 0

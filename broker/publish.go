@@ -215,9 +215,9 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 			qe.stats.publish++
 			if confirmSeq != 0 && qe.durable && msg.Persistent && ch.c.b.cfg.Store != nil {
 				ch.confirms.hold(confirmSeq)
-				ch.c.b.journal(qe, seq, msg, func(err error) { ch.journaled(confirmSeq, err) })
+				ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
 			} else {
-				ch.c.b.journal(qe, seq, msg, nil)
+				ch.c.b.journal(qe, seq, msg, 0, nil)
 			}
 			qe.dispatchLocked()
 			routed = true

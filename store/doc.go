@@ -56,7 +56,8 @@
 // count of str. Payloads by key:
 //
 //	schema-version, counter   uvarint
-//	message                   uvarint deliveries, str exchange, str routing key,
+//	message                   uvarint deliveries, uvarint expires (unix ms, 0 = never),
+//	                          str exchange, str routing key,
 //	                          bytes content header, body (the rest of the value)
 //	delivery mark             uvarint deliveries
 //	vhost                     str name, str description, strs tags,

@@ -15,6 +15,9 @@ type Message struct {
 	Header               []byte // raw content-header frame payload
 	Body                 []byte
 	Deliveries           uint32
+	// Expires is when the message expires (unix milliseconds; 0 = never),
+	// so that a TTL keeps counting across a restart.
+	Expires int64
 }
 
 // ScanStats sums up a ScanQueue.
@@ -26,7 +29,7 @@ type ScanStats struct {
 
 // encodedMessageLen is an upper bound of appendMessage's output for m.
 func encodedMessageLen(m *Message) int {
-	return recordHeaderLen + binary.MaxVarintLen32 +
+	return recordHeaderLen + binary.MaxVarintLen32 + binary.MaxVarintLen64 +
 		uvarintLen(uint64(len(m.Exchange))) + len(m.Exchange) +
 		uvarintLen(uint64(len(m.RoutingKey))) + len(m.RoutingKey) +
 		uvarintLen(uint64(len(m.Header))) + len(m.Header) +
@@ -39,6 +42,7 @@ func appendMessage(b []byte, m *Message) []byte {
 	start := len(b)
 	b = beginRecord(b)
 	b = binary.AppendUvarint(b, uint64(m.Deliveries))
+	b = binary.AppendUvarint(b, uint64(max(m.Expires, 0)))
 	b = appendString(b, m.Exchange)
 	b = appendString(b, m.RoutingKey)
 	b = appendBytes(b, m.Header)
@@ -55,7 +59,12 @@ func decodeMessage(val []byte) (*Message, error) {
 	}
 	d := decoder{b: payload}
 	deliveries := d.uvarint()
+	expires := d.uvarint()
 	m := &Message{Exchange: d.string(), RoutingKey: d.string(), Header: d.raw()}
+	if expires > 1<<62 {
+		d.fail()
+	}
+	m.Expires = int64(expires)
 	if deliveries > 1<<32-1 {
 		d.fail()
 	}
