@@ -17,10 +17,14 @@
 //
 // Locks are taken in this order and never the other way round:
 //
-//	Broker.mu → vhost.mu → queueEntity.mu → channel.mu → outbound.mu
+//	Broker.defMu → Broker.mu → vhost.mu → vhost.bindMu
+//	vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
-// conn.starvedMu, channel.starvedMu, alarms.mu and replyRegistry.mu are
-// leaf locks. At most one queueEntity.mu is held at a time: dead letters
+// Broker.defMu serialises definition changes (declare, delete, bind,
+// users, vhosts, permissions, policies) so that their synchronous store
+// writes happen in order with no vhost lock held; publishers never take
+// it. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
+// alarms.mu and replyRegistry.mu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
 // Queue timers (message expiry, x-expires) and the consumer-timeout
@@ -28,5 +32,12 @@
 // Permission checks (access.go) take Broker.mu alone, with no other lock
 // held, before the handler takes any. Nothing blocks, does I/O, or waits on
 // a Go channel while holding any of them; the writer does its socket writes
-// with no lock held.
+// with no lock held. Known exceptions, kept short: a persistent message is
+// handed to the store's journal under its queue's lock (so the journal sees
+// each queue's messages in order; Append only queues the record, but blocks
+// while the journal's backlog is over its cap), and deleting an auto-delete
+// exchange deletes its store record under vhost.mu.
+//
+// Flow control: a publisher whose publish leaves a consumed queue with a
+// long backlog has its reader wait (flow.go), holding no lock.
 package broker
