@@ -195,7 +195,16 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 		ch.returnUnroutable(mandatory, msg)
 		return false
 	}
-	targets := v.routeLocked(ex, msg.RoutingKey, func() amqp.Table { return headersOf(msg.Header) }, ch.targets[:0])
+	hdrs := func() amqp.Table { return headersOf(msg.Header) }
+	targets := v.routeLocked(ex, msg.RoutingKey, hdrs, ch.targets[:0])
+	if extra, header := senderSelected(msg.Header); extra != nil {
+		for _, k := range extra {
+			targets = v.routeLocked(ex, k, hdrs, targets)
+		}
+		if len(header) != len(msg.Header) {
+			msg = withHeader(msg, header)
+		}
+	}
 	v.mu.RUnlock()
 	routed := false
 	var throttle chan struct{}

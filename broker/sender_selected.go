@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"bytes"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Sender-selected distribution, as RabbitMQ: the CC and BCC headers (arrays
+// of strings) of a published message are extra routing keys, routed
+// alongside the publish's own key; the BCC header is removed before the
+// message is enqueued, so no consumer sees it.
+
+var (
+	ccMark  = []byte("\x02CCA")
+	bccMark = []byte("\x03BCCA")
+)
+
+// senderSelected returns the CC and BCC routing keys of a content header
+// payload, and the header with BCC removed (header itself when there is no
+// BCC). A header without either key costs two byte scans.
+func senderSelected(header []byte) (keys []string, stripped []byte) {
+	hasCC, hasBCC := bytes.Contains(header, ccMark), bytes.Contains(header, bccMark)
+	if !hasCC && !hasBCC {
+		return nil, header
+	}
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(header, &h); err != nil || h.Properties.Headers == nil {
+		return nil, header
+	}
+	hdrs := h.Properties.Headers
+	keys = appendKeys(keys, hdrs["CC"])
+	bcc, ok := hdrs["BCC"]
+	if !ok {
+		return keys, header
+	}
+	keys = appendKeys(keys, bcc)
+	delete(hdrs, "BCC")
+	h.Properties.Flags = 0 // recompute: the headers table may now be empty
+	if len(hdrs) == 0 {
+		h.Properties.Headers = nil
+	}
+	out, err := h.AppendTo(nil)
+	if err != nil {
+		return keys, header
+	}
+	return keys, out
+}
+
+func appendKeys(keys []string, v any) []string {
+	arr, _ := v.([]any)
+	for _, k := range arr {
+		switch k := k.(type) {
+		case string:
+			keys = append(keys, k)
+		case []byte:
+			keys = append(keys, string(k))
+		}
+	}
+	return keys
+}
+
+// withHeader returns a copy of msg carrying header instead of its own.
+func withHeader(msg *queue.Message, header []byte) *queue.Message {
+	m := *msg
+	m.Header = header
+	return &m
+}
