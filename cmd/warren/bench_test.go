@@ -71,7 +71,9 @@ func TestBenchCounted(t *testing.T) {
 func TestBenchDuration(t *testing.T) {
 	s := startBenchBroker(t)
 	cfg := benchDefaults(s.URL)
-	cfg.Duration = time.Second
+	// Long enough for the once-a-second progress line to come out before
+	// the run ends (at exactly 1 s the two race).
+	cfg.Duration = 1500 * time.Millisecond
 	cfg.Rate = 2000
 	cfg.AutoAck = true
 	cfg.Connections = 1
@@ -83,12 +85,12 @@ func TestBenchDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("a 1s run took %v", took)
+		t.Errorf("a 1.5s run took %v", took)
 	}
-	if r.Duration < time.Second || r.Duration > 3*time.Second {
-		t.Errorf("duration %v, want about 1s", r.Duration)
+	if r.Duration < 1500*time.Millisecond || r.Duration > 4*time.Second {
+		t.Errorf("duration %v, want about 1.5s", r.Duration)
 	}
-	// 2000/s for about 1s; a paced producer that fell behind catches up.
+	// 2000/s for about 1.5s; a paced producer that fell behind catches up.
 	if r.Sent < 1000 || r.Sent > uint64(2000*r.Duration.Seconds())+50 || r.Received == 0 || r.Received > r.Sent {
 		t.Errorf("sent %d received %d in %v", r.Sent, r.Received, r.Duration)
 	}
