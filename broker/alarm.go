@@ -155,7 +155,7 @@ func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) {
 	if limit == 0 && ram > 0 && fraction > 0 {
 		limit = uint64(fraction * float64(ram))
 	}
-	memory := false
+	memory, pressure := false, false
 	if limit > 0 {
 		metrics.Read(samples)
 		var used uint64
@@ -166,6 +166,13 @@ func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) {
 			used -= min(used, samples[1].Value.Uint64())
 		}
 		memory = used >= limit
+		pressure = float64(used) >= b.cfg.PagingRatio*float64(limit)
+	}
+	if b.paging.Swap(pressure) != pressure {
+		b.log.Info("memory pressure: paging transient messages out", zap.Bool("on", pressure))
+	}
+	if pressure {
+		b.pageOutAll()
 	}
 	disk := false
 	if dir := b.cfg.DataDir; dir != "" && diskLimit > 0 {

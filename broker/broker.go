@@ -89,6 +89,18 @@ type Config struct {
 	// input closes the connection with 501 FRAME_ERROR. Default and
 	// maximum amqp.MaxTableDepth (32).
 	MaxTableDepth int
+	// QueueMemoryMessages and QueueMemoryBytes are how many ready
+	// messages, and how many bytes of their bodies, a queue keeps in RAM
+	// (defaults 2048 and 8 MiB); beyond them bodies are paged out to the
+	// store (paging.go). A sixteenth of each applies under memory
+	// pressure.
+	QueueMemoryMessages int
+	QueueMemoryBytes    int64
+	// PagingRatio is the fraction of the memory high watermark above
+	// which the broker is under memory pressure and pages transient
+	// messages out too (default 0.5, RabbitMQ's
+	// vm_memory_high_watermark_paging_ratio).
+	PagingRatio float64
 }
 
 func (c *Config) setDefaults() {
@@ -136,6 +148,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.QueueMemoryMessages <= 0 {
+		c.QueueMemoryMessages = 2048
+	}
+	if c.QueueMemoryBytes <= 0 {
+		c.QueueMemoryBytes = 8 << 20
+	}
+	if c.PagingRatio <= 0 {
+		c.PagingRatio = 0.5
 	}
 	if c.ConsumerTimeout == 0 {
 		c.ConsumerTimeout = 30 * time.Minute
@@ -186,6 +207,16 @@ type Broker struct {
 	// mgmt is what the management API reads besides the entities
 	// (snapshot.go).
 	mgmt mgmtState
+
+	// Paging (paging.go): paging is set under memory pressure; pageIDs
+	// numbers the queues that spill; pagers counts the queues' pager
+	// goroutines, which start only while pagerMu (a leaf lock) finds
+	// pagersClosed false.
+	paging       atomic.Bool
+	pageIDs      atomic.Uint64
+	pagerMu      sync.Mutex
+	pagersClosed bool
+	pagers       sync.WaitGroup
 }
 
 // New returns a broker with the default user and vhost. It does no I/O.
@@ -392,6 +423,10 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.pagerMu.Lock()
+	b.pagersClosed = true
+	b.pagerMu.Unlock()
+	b.pagers.Wait()
 	return nil
 }
 

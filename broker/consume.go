@@ -280,6 +280,7 @@ func (qe *queueEntity) dispatchLocked() {
 		close(qe.drained)
 		qe.drained = nil
 	}
+	qe.kickPagerLocked()
 }
 
 // deliver writes basic.deliver with the message to the channel's
@@ -346,7 +347,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		return err
 	}
 	qe.mu.Lock()
-	e, ok, dead := qe.getLocked(m.NoAck)
+	e, ok, dead := qe.getPagedLocked(m.NoAck)
 	if dead {
 		defer qe.flushDead()
 	}

@@ -31,12 +31,15 @@ func (qe *queueEntity) deadLocked(dls []queue.DeadLetter, fresh *queue.Message) 
 		return false
 	}
 	b := qe.vhost.b
+	hasDLX := qe.fx.set.hasDLX
 	for i := range dls {
-		if e := dls[i].Entry; e.Msg != fresh && e.Seq != 0 {
+		// A paged-out message (Msg nil) to be dead-lettered keeps its
+		// record until flushDead has read it back.
+		if e := dls[i].Entry; e.Msg != fresh && e.Seq != 0 && (e.Msg != nil || !hasDLX) {
 			b.unjournal(qe, e)
 		}
 	}
-	if !qe.fx.set.hasDLX {
+	if !hasDLX {
 		return false
 	}
 	qe.fx.dead = append(qe.fx.dead, dls...)
@@ -55,6 +58,7 @@ func (qe *queueEntity) flushDeadDepth(depth int) {
 	qe.fx.dead = nil
 	set := qe.fx.set
 	qe.mu.Unlock()
+	qe.loadDead(dls)
 	if len(dls) == 0 || !set.hasDLX {
 		return
 	}
@@ -68,6 +72,38 @@ func (qe *queueEntity) flushDeadDepth(depth int) {
 	}
 }
 
+// loadDead reads back the paged-out messages among dls (Msg nil) and
+// then deletes their records; one that cannot be read is dropped (its Msg
+// stays nil and deadLetter skips it). Call with no lock held.
+func (qe *queueEntity) loadDead(dls []queue.DeadLetter) {
+	var refs []queue.PageRef
+	var idx []int
+	for i := range dls {
+		if dls[i].Entry.Msg == nil && dls[i].Entry.Seq != 0 {
+			refs = append(refs, queue.PageRef{Seq: dls[i].Entry.Seq, Spilled: dls[i].Entry.Spilled})
+			idx = append(idx, i)
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	b := qe.vhost.b
+	qe.mu.Lock()
+	storeID, pageID := qe.storeID, qe.pageID
+	qe.mu.Unlock()
+	msgs, err := b.readPages(storeID, pageID, refs)
+	if err != nil {
+		b.log.Error("reading paged-out dead letters", zap.String("queue", qe.name), zap.Error(err))
+		msgs = make([]*queue.Message, len(refs))
+	}
+	qe.mu.Lock()
+	for j, i := range idx {
+		b.unjournal(qe, dls[i].Entry)
+		dls[i].Entry.Msg = msgs[j]
+	}
+	qe.mu.Unlock()
+}
+
 // deadLetter republishes one dead letter of queue src to the dead-letter
 // exchange of set: x-death and the x-first/last-death headers recorded,
 // the expiration property removed (kept as original-expiration), routed
@@ -75,6 +111,9 @@ func (qe *queueEntity) flushDeadDepth(depth int) {
 // not delivered to a queue where it would close a cycle.
 func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter, now time.Time, depth int) {
 	m := dl.Entry.Msg
+	if m == nil {
+		return // paged out and lost (logged when read)
+	}
 	var h amqp.ContentHeader
 	if err := amqp.DecodeContentHeader(m.Header, &h); err != nil {
 		return
@@ -146,7 +185,7 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	if !qe.fx.at {
 		seq := qe.q.Publish(msg)
 		qe.stats.publish++
-		b.journal(qe, seq, msg, 0, nil)
+		qe.pageOutLocked(seq, msg, b.journal(qe, seq, msg, 0, nil))
 		qe.dispatchLocked()
 		qe.mu.Unlock()
 		return
@@ -155,7 +194,7 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	seq, accepted, kept, dead := qe.enqueueAtLocked(msg, -1, now)
 	if accepted {
 		if kept {
-			b.journal(qe, seq, msg, 0, nil)
+			qe.pageOutLocked(seq, msg, b.journal(qe, seq, msg, 0, nil))
 		}
 		qe.afterPublishLocked(now)
 	}

@@ -24,7 +24,7 @@
 // users, vhosts, permissions, policies) so that their synchronous store
 // writes happen in order with no vhost lock held; publishers never take
 // it. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
-// alarms.mu and replyRegistry.mu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
+// alarms.mu, replyRegistry.mu and Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
 // Queue timers (message expiry, x-expires) and the consumer-timeout

@@ -123,19 +123,27 @@ func (b *Broker) recover() error {
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		v.queues[q.Name] = qe
 		now := nowMs()
+		keep, keepBytes := b.pageWindow()
 		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
 			_, prio := peekModePriority(m.Header)
 			msg := &queue.Message{
 				Exchange: m.Exchange, RoutingKey: m.RoutingKey,
 				Header: m.Header, Body: m.Body, Persistent: true, Priority: prio,
 			}
-			qe.q.Restore(queue.Entry{
+			e := queue.Entry{
 				Msg:         msg,
 				Seq:         seq,
 				Redelivered: m.Deliveries > 0,
 				Deliveries:  m.Deliveries,
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
-			})
+			}
+			if n, bytes := qe.q.Resident(); n >= keep || bytes+int64(len(m.Body)) > keepBytes {
+				// Beyond the window only the index stays in RAM.
+				e.Msg, e.Size = nil, len(m.Body)
+				qe.q.RestorePaged(e, prio)
+				return nil
+			}
+			qe.q.Restore(e)
 			return nil
 		})
 		if err != nil {
@@ -271,11 +279,20 @@ func (b *Broker) forgetExchange(ex *exchangeEntity) {
 	}
 }
 
-// forgetQueue deletes the record and the messages of qe.
+// forgetQueue deletes the record and the messages of qe, which is
+// deleted.
 func (b *Broker) forgetQueue(qe *queueEntity) {
 	if b.cfg.Store != nil && qe.storeID != 0 {
 		if err := b.dropQueueRecord(qe.storeID); err != nil {
 			b.log.Error("deleting queue record", zap.String("queue", qe.name), zap.Error(err))
+		}
+	}
+	qe.mu.Lock()
+	pageID := qe.pageID
+	qe.mu.Unlock()
+	if b.cfg.Store != nil && pageID != 0 {
+		if err := b.cfg.Store.RemoveSpilled(pageID); err != nil {
+			b.log.Error("deleting spilled messages", zap.String("queue", qe.name), zap.Error(err))
 		}
 	}
 }
@@ -335,9 +352,16 @@ func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expire
 	return true
 }
 
-// unjournal removes a settled message's record.
+// unjournal removes a settled message's record: its spilled copy, or its
+// journal record (a paged-out message, Msg nil, that was not spilled is
+// journaled). Hold qe.mu.
 func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
-	if st := b.cfg.Store; st != nil && qe.durable && e.Msg.Persistent {
+	st := b.cfg.Store
+	switch {
+	case st == nil:
+	case e.Spilled:
+		st.Unspill(qe.pageID, e.Seq)
+	case qe.durable && (e.Msg == nil || e.Msg.Persistent):
 		st.Remove(qe.storeID, e.Seq)
 	}
 }

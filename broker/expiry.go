@@ -149,12 +149,14 @@ func (ch *channel) publishAtLocked(qe *queueEntity, msg *queue.Message, ttl int6
 	if kept {
 		b := ch.c.b
 		exp := qe.expiryAt(ttl, *now)
+		var journaled bool
 		if confirmSeq != 0 && qe.durable && msg.Persistent && b.cfg.Store != nil {
 			ch.confirms.hold(confirmSeq)
-			b.journal(qe, seq, msg, exp, func(err error) { ch.journaled(confirmSeq, err) })
+			journaled = b.journal(qe, seq, msg, exp, func(err error) { ch.journaled(confirmSeq, err) })
 		} else {
-			b.journal(qe, seq, msg, exp, nil)
+			journaled = b.journal(qe, seq, msg, exp, nil)
 		}
+		qe.pageOutLocked(seq, msg, journaled)
 	}
 	qe.afterPublishLocked(*now)
 	return dead

@@ -236,7 +236,7 @@ func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) 
 	var out []GotMessage
 	dead := false
 	for range count {
-		e, ok, d := qe.getLocked(false)
+		e, ok, d := qe.getPagedLocked(false)
 		dead = dead || d
 		if !ok {
 			break

@@ -222,12 +222,14 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 		} else if !qe.deleted {
 			seq := qe.q.Publish(msg)
 			qe.stats.publish++
+			var journaled bool
 			if confirmSeq != 0 && qe.durable && msg.Persistent && ch.c.b.cfg.Store != nil {
 				ch.confirms.hold(confirmSeq)
-				ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
+				journaled = ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
 			} else {
-				ch.c.b.journal(qe, seq, msg, 0, nil)
+				journaled = ch.c.b.journal(qe, seq, msg, 0, nil)
 			}
+			qe.pageOutLocked(seq, msg, journaled)
 			qe.dispatchLocked()
 			routed = true
 			if throttle == nil && qe.q.Ready() > flowHigh && qe.q.ConsumerCount() > 0 {

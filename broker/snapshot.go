@@ -46,7 +46,11 @@ type QueueInfo struct {
 	// the ready ones.
 	Ready, Unacked int
 	ReadyBytes     int64
-	Consumers      int
+	// PagedOut and PagedOutBytes count the ready messages whose bodies
+	// are paged out of RAM to the store, and those bodies' bytes.
+	PagedOut      int
+	PagedOutBytes int64
+	Consumers     int
 	// Owner names the connection of an exclusive queue.
 	Owner string
 	Stats MessageStats
@@ -189,6 +193,7 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 		return qi, false
 	}
 	qi.Ready, qi.Unacked, qi.ReadyBytes = qe.q.Ready(), qe.q.Unacked(), qe.q.ReadyBytes()
+	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
 	qi.Consumers = qe.q.ConsumerCount()
 	qi.Stats = qe.stats.export()
 	return qi, true

@@ -74,6 +74,10 @@ type queueEntity struct {
 	// fx is the queue's arguments and policies as the broker applies them,
 	// and their timers (queueargs.go; mu).
 	fx queueFeatures
+	// pageID names qe's spilled messages in the store, 0 until it first
+	// spills; paging is set while its pager goroutine runs (paging.go; mu).
+	pageID uint64
+	paging bool
 }
 
 func newVHost(b *Broker, name string) *vhost {

@@ -20,7 +20,7 @@ package queue
 func (q *Queue) PublishAt(m *Message, now int64, perMessageTTL int64) (seq uint64, accepted bool, dropped []DeadLetter) {
 	if q.cfg.plain() && perMessageTTL < 0 {
 		q.nextSeq++
-		q.push(slot{msg: m, seq: q.nextSeq})
+		q.push(slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())})
 		return q.nextSeq, true, nil
 	}
 	if now != 0 {
@@ -28,12 +28,12 @@ func (q *Queue) PublishAt(m *Message, now int64, perMessageTTL int64) (seq uint6
 	}
 	if q.cfg.Overflow != DropHead && q.over(1, int64(m.Size())) {
 		if q.cfg.Overflow == RejectPublishDLX && q.cfg.DeadLetter {
-			dropped = append(dropped, DeadLetter{Entry: Entry{Msg: m}, Reason: ReasonMaxLen})
+			dropped = append(dropped, DeadLetter{Entry: Entry{Msg: m, Size: m.Size()}, Reason: ReasonMaxLen})
 		}
 		return 0, false, dropped
 	}
 	q.nextSeq++
-	e := slot{msg: m, seq: q.nextSeq}
+	e := slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())}
 	ttl := q.cfg.MessageTTL
 	if perMessageTTL >= 0 && (ttl < 0 || perMessageTTL < ttl) {
 		ttl = perMessageTTL

@@ -36,4 +36,12 @@ type Entry struct {
 	// publish time plus the smaller of the queue's and the message's TTL.
 	// A message is expired at any now >= Expires.
 	Expires int64
+	// Spilled is set when the owner wrote the message to its paging store
+	// to page it out (see Queue.PageOut): that copy must go when the
+	// message is settled or dropped.
+	Spilled bool
+	// Size is the body size. It is what Msg.Size() says, and is kept
+	// while Msg is nil: a dead letter taken from a paged-out message
+	// (Msg nil) still has its size.
+	Size int
 }

@@ -23,6 +23,8 @@ type Queue struct {
 	nextSeq  uint64
 	unacked  int
 	readyLen int64 // bytes of ready bodies
+	paged    int   // ready entries whose message is paged out
+	pagedLen int64 // bytes of their bodies
 
 	consumers []*Consumer // registration order
 	cursor    int         // round-robin position in consumers
@@ -58,7 +60,7 @@ func (q *Queue) Consumers() []*Consumer { return q.consumers }
 func (q *Queue) Publish(m *Message) uint64 {
 	if q.cfg.plain() && q.hi == nil {
 		q.nextSeq++
-		q.base.ready.push(slot{msg: m, seq: q.nextSeq})
+		q.base.ready.push(slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())})
 		q.readyLen += int64(m.Size())
 		return q.nextSeq
 	}
@@ -71,13 +73,22 @@ func (q *Queue) Publish(m *Message) uint64 {
 
 // push adds a new entry at the tail of its priority's lane.
 func (q *Queue) push(e slot) {
-	if p := q.priority(e.msg); p > 0 {
+	q.pushPrio(e, q.priority(e.msg))
+}
+
+// pushPrio adds e at the tail of the lane of priority p.
+func (q *Queue) pushPrio(e slot, p int) {
+	if p > 0 {
 		q.hi[p-1].ready.push(e)
 		q.hiReady++
 	} else {
 		q.base.ready.push(e)
 	}
-	q.readyLen += int64(e.msg.Size())
+	q.readyLen += int64(e.size)
+	if e.msg == nil {
+		q.paged++
+		q.pagedLen += int64(e.size)
+	}
 }
 
 // requeue puts a delivered entry back ahead of its lane's new messages.
@@ -89,7 +100,7 @@ func (q *Queue) requeue(e Entry) {
 	} else {
 		q.base.requeued.push(s)
 	}
-	q.readyLen += int64(e.Msg.Size())
+	q.readyLen += int64(s.size)
 }
 
 // next returns the lane the next delivery comes from; Ready must be > 0.
@@ -110,25 +121,32 @@ func (q *Queue) remove(l *lane) slot {
 	if l != &q.base {
 		q.hiReady--
 	}
-	q.readyLen -= int64(e.msg.Size())
+	q.readyLen -= int64(e.size)
+	if e.msg == nil {
+		q.paged--
+		q.pagedLen -= int64(e.size)
+	}
 	return e
+}
+
+// head is the entry take would return; the queue must have a ready entry.
+func (q *Queue) head() *slot {
+	if q.hiReady == 0 && len(q.base.requeued) == 0 {
+		return q.base.ready.front()
+	}
+	return q.next().head()
 }
 
 // headSize is the body size of the entry take would return; the queue
 // must have a ready entry.
-func (q *Queue) headSize() int {
-	if q.hiReady == 0 && len(q.base.requeued) == 0 {
-		return q.base.ready.front().msg.Size()
-	}
-	return q.next().head().msg.Size()
-}
+func (q *Queue) headSize() int { return int(q.head().size) }
 
 // take removes the next ready entry in queue order, counting a delivery.
 func (q *Queue) take() slot {
 	var e slot
 	if q.hiReady == 0 && len(q.base.requeued) == 0 {
 		e = q.base.ready.pop()
-		q.readyLen -= int64(e.msg.Size())
+		q.readyLen -= int64(e.size)
 	} else {
 		e = q.remove(q.next())
 	}
@@ -167,7 +185,7 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 		if now != 0 {
 			q.expireNext(now, dls)
 		}
-		if q.Ready() == 0 {
+		if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
 			return out
 		}
 		var c *Consumer
@@ -182,12 +200,11 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 		if c == nil {
 			return out
 		}
-		e := q.take()
 		if !c.NoAck {
 			c.unacked++
 			q.unacked++
 		}
-		out = appendDelivery(out, c, &e)
+		out = q.deliverHead(out, c)
 	}
 }
 
@@ -197,7 +214,16 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 	n := len(q.consumers)
 	for q.Ready() > 0 {
 		var c *Consumer
-		size := q.headSize()
+		var h *slot
+		if q.hiReady == 0 && len(q.base.requeued) == 0 {
+			h = q.base.ready.front()
+		} else {
+			h = q.next().head()
+		}
+		if h.msg == nil {
+			return out // paged out: the owner pages it in, then dispatches again
+		}
+		size := int(h.size)
 		for i := 0; i < n; i++ {
 			cand := q.consumers[(q.cursor+i)%n]
 			if !cand.hasCredit() || (cand.Gate != nil && !cand.Gate.Acquire(size)) {
@@ -210,13 +236,36 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 		if c == nil {
 			return out
 		}
-		e := q.take()
 		if !c.NoAck {
 			c.unacked++
 			q.unacked++
 		}
-		out = appendDelivery(out, c, &e)
+		out = q.deliverHead(out, c)
 	}
+	return out
+}
+
+// deliverHead takes the next ready entry in queue order, counting a
+// delivery, and appends its delivery to c. New messages are delivered
+// from their slot in place: copying a slot out costs more than the rest
+// of dispatch.
+func (q *Queue) deliverHead(out []Delivery, c *Consumer) []Delivery {
+	l := &q.base
+	if q.hiReady > 0 || len(q.base.requeued) > 0 {
+		l = q.next()
+		if len(l.requeued) > 0 {
+			e := q.take()
+			return appendDelivery(out, c, &e)
+		}
+		if l != &q.base {
+			q.hiReady--
+		}
+	}
+	h := l.ready.front()
+	h.delivered()
+	out = appendDelivery(out, c, h)
+	q.readyLen -= int64(h.size)
+	l.ready.drop()
 	return out
 }
 
@@ -250,14 +299,19 @@ func appendDelivery(out []Delivery, c *Consumer, s *slot) []Delivery {
 	d.Entry.Redelivered = s.meta&redeliveredBit != 0
 	d.Entry.Deliveries = uint32(s.meta & deliveriesMask)
 	d.Entry.Expires = s.expires()
+	d.Entry.Spilled = s.flags&flagSpilled != 0
+	d.Entry.Size = int(s.size)
 	return out
 }
 
 // Get takes the next ready message for basic.get. With noAck false the
 // delivery counts as unacknowledged (with no consumer). Get checks no
 // expiry (GetAt does).
+//
+// Get returns false also when the next message is paged out (HeadPaged):
+// the owner pages it in and asks again.
 func (q *Queue) Get(noAck bool) (Entry, bool) {
-	if q.Ready() == 0 {
+	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
 		return Entry{}, false
 	}
 	e := q.take()
@@ -304,5 +358,7 @@ func (q *Queue) Purge() int {
 	}
 	q.hiReady = 0
 	q.readyLen = 0
+	q.paged = 0
+	q.pagedLen = 0
 	return n
 }

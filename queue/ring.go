@@ -1,16 +1,24 @@
 package queue
 
-// slot is an Entry as the ready lists hold it: three words, so that the
-// compiler keeps it in registers and the ready list stays dense (an Entry
-// has five fields and is copied through memory, which made
-// publish→deliver several times slower). meta packs the delivery count
-// (saturating at 2^20-1), the redelivered flag and the expiry in unix ms
-// (below 2^43, the year 2248; larger values are clamped).
+// slot is an Entry as the ready lists hold it: four words, so that the
+// ready list stays dense (an Entry has more fields and is copied through
+// memory, which made publish→deliver several times slower). meta packs
+// the delivery count (saturating at 2^20-1), the redelivered flag and the
+// expiry in unix ms (below 2^43, the year 2248; larger values are
+// clamped). A slot whose message is paged out (paging.go) has a nil msg
+// and keeps everything else, so that it is 32 bytes of index in RAM.
 type slot struct {
-	msg  *Message
-	seq  uint64
-	meta uint64 // expires<<expiresShift | redelivered<<20 | deliveries
+	msg   *Message // nil while paged out
+	seq   uint64
+	meta  uint64 // expires<<expiresShift | redelivered<<20 | deliveries
+	size  uint32 // body bytes
+	flags uint32 // flagSpilled
 }
+
+// flagSpilled marks a message the owner wrote to its paging store to page
+// it out (a transient message, or one of a non-durable queue): that copy
+// goes when the message is settled (Entry.Spilled).
+const flagSpilled = 1
 
 const (
 	deliveriesMask = 1<<20 - 1
@@ -20,7 +28,13 @@ const (
 )
 
 func toSlot(e Entry) slot {
-	s := slot{msg: e.Msg, seq: e.Seq, meta: uint64(min(e.Deliveries, deliveriesMask))}
+	s := slot{msg: e.Msg, seq: e.Seq, meta: uint64(min(e.Deliveries, deliveriesMask)), size: uint32(e.Size)}
+	if e.Msg != nil {
+		s.size = uint32(e.Msg.Size())
+	}
+	if e.Spilled {
+		s.flags = flagSpilled
+	}
 	if e.Redelivered {
 		s.meta |= redeliveredBit
 	}
@@ -35,6 +49,8 @@ func (s slot) entry() Entry {
 		Redelivered: s.meta&redeliveredBit != 0,
 		Deliveries:  uint32(s.meta & deliveriesMask),
 		Expires:     s.expires(),
+		Spilled:     s.flags&flagSpilled != 0,
+		Size:        int(s.size),
 	}
 }
 
@@ -86,6 +102,16 @@ func (r *ring) pop() slot {
 		r.head = 0
 	}
 	return e
+}
+
+// drop removes the front slot without returning it.
+func (r *ring) drop() {
+	r.buf[r.head] = slot{}
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	if r.n == 0 {
+		r.head = 0
+	}
 }
 
 func (r *ring) at(i int) *slot { return &r.buf[(r.head+i)&(len(r.buf)-1)] }

@@ -150,9 +150,9 @@ func TestRequeuedKeepsExpiry(t *testing.T) {
 
 func TestSlotRoundTrip(t *testing.T) {
 	for _, e := range []Entry{
-		{Msg: msg("a"), Seq: 1},
-		{Msg: msg("b"), Seq: 1 << 60, Redelivered: true, Deliveries: 7, Expires: 1_800_000_000_000},
-		{Msg: msg("c"), Seq: 3, Deliveries: deliveriesMask, Expires: maxExpires},
+		{Msg: msg("a"), Seq: 1, Size: 1},
+		{Msg: msg("bb"), Seq: 1 << 60, Redelivered: true, Deliveries: 7, Expires: 1_800_000_000_000, Size: 2},
+		{Msg: msg("c"), Seq: 3, Deliveries: deliveriesMask, Expires: maxExpires, Spilled: true, Size: 1},
 	} {
 		if got := toSlot(e).entry(); got != e {
 			t.Fatalf("round trip %+v -> %+v", e, got)

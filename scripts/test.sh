@@ -45,6 +45,11 @@ fi
 step "tests (-race)"
 go test -race -count=1 -timeout 15m ./...
 
+# The memory-bound test (a million 1 KiB persistent messages, heap budget) is built
+# without -race: the race detector's own memory and speed would swamp what it measures.
+step "memory bound (no -race)"
+go test -count=1 -timeout 10m -run '^TestMillionPersistentMessagesBoundedHeap$' -v ./broker/ | grep -v 'logger.go'
+
 step "fuzz smoke"
 # Counted runs (-fuzztime Nx), not timed ones: a timed run can end with a
 # spurious "context deadline exceeded" when its time is up mid-input.

@@ -7,6 +7,7 @@ const (
 	prefixCounter = 'c' // 'c' kind → last id assigned for the kind
 	prefixDef     = 'd' // 'd' kind id(8) → definition record
 	prefixMsg     = 'm' // 'm' queue(8) seq(8) → message; + 'd' → delivery mark
+	prefixSpill   = 'p' // 'p' page(8) seq(8) → message paged out of RAM (this run only)
 	markSuffix    = 'd'
 )
 

@@ -244,7 +244,6 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 	if err := s.Flush(); err != nil {
 		return err
 	}
-	prefix := queuePrefix(queueID)
 	s.mu.Lock()
 	for r := range s.marked {
 		if r.queueID == queueID {
@@ -252,8 +251,15 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 		}
 	}
 	s.mu.Unlock()
+	if err := s.removePrefix(queuePrefix(queueID)); err != nil {
+		return fmt.Errorf("store: remove queue %d: %w", queueID, err)
+	}
+	return nil
+}
 
-	// Delete in transactions of bounded size, each from a fresh key-only scan.
+// removePrefix deletes every key under prefix, durably, in transactions of
+// bounded size, each from a fresh key-only scan.
+func (s *Store) removePrefix(prefix []byte) error {
 	const chunk = 10000
 	keys := make([][]byte, 0, chunk)
 	for {
@@ -267,7 +273,7 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("store: remove queue %d: %w", queueID, err)
+			return err
 		}
 		if len(keys) == 0 {
 			return nil
@@ -283,7 +289,7 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 		}
 		w.txn.Discard()
 		if err != nil {
-			return fmt.Errorf("store: remove queue %d: %w", queueID, err)
+			return err
 		}
 	}
 }

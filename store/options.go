@@ -15,13 +15,13 @@ func badgerOptions(dir string, noSync bool, log *zap.Logger) badger.Options {
 		WithLogger(badgerLogger{log.Named("badger").Sugar()}).
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(!noSync).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(4 << 20).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(12).
-		WithBaseTableSize(2 << 20).
+		WithBaseTableSize(1 << 20).
 		WithBaseLevelSize(16 << 20).
-		WithValueThreshold(4 << 10).
+		WithValueThreshold(512).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
 		WithCompression(options.None).

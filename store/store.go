@@ -58,6 +58,7 @@ type Config struct {
 
 // Store is the node's durable storage. All methods are safe for concurrent use.
 type Store struct {
+	dir        string // the data directory, as given
 	db         *badger.DB
 	log        *zap.Logger
 	maxBatch   int
@@ -119,6 +120,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
 	}
 	s := &Store{
+		dir:        cfg.Dir,
 		db:         db,
 		log:        log,
 		maxBatch:   cfg.MaxBatch,
@@ -131,9 +133,15 @@ func Open(cfg Config) (*Store, error) {
 	if err := s.init(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	s.wg.Add(2)
+	// Spilled messages were transient: they die with the process that
+	// paged them out.
+	if err := s.removePrefix([]byte{prefixSpill}); err != nil {
+		return nil, errors.Join(fmt.Errorf("store: dropping spilled messages: %w", err), db.Close())
+	}
+	s.wg.Add(3)
 	go s.writeLoop()
 	go s.gcLoop(cfg.GCInterval)
+	go s.trimLoop()
 	return s, nil
 }
 

@@ -241,6 +241,11 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 		"messages_unacknowledged_details": details(r.Unacked),
 		"message_bytes":                   q.ReadyBytes,
 		"message_bytes_ready":             q.ReadyBytes,
+		"messages_paged_out":              q.PagedOut,
+		"message_bytes_paged_out":         q.PagedOutBytes,
+		"messages_ram":                    q.Ready - q.PagedOut + q.Unacked,
+		"messages_ready_ram":              q.Ready - q.PagedOut,
+		"message_bytes_ram":               q.ReadyBytes - q.PagedOutBytes,
 		"consumers":                       q.Consumers,
 		"message_stats":                   messageStatsJSON(q.Stats, r),
 	}
