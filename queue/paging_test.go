@@ -141,3 +141,25 @@ func seqs(ds []Delivery) []uint64 {
 	}
 	return s
 }
+
+func TestRingShrinksAsItDrains(t *testing.T) {
+	q := New()
+	m := msg("x")
+	for i := 0; i < 100_000; i++ {
+		q.Publish(m)
+	}
+	big := len(q.base.ready.buf)
+	for i := 0; i < 99_990; i++ {
+		if _, ok := q.Get(true); !ok {
+			t.Fatal("empty")
+		}
+	}
+	if n := len(q.base.ready.buf); n >= big/8 || n > shrinkBelow {
+		t.Fatalf("buffer of %d slots for 10 messages (was %d)", n, big)
+	}
+	for i := 99_990; i < 100_000; i++ {
+		if e, ok := q.Get(true); !ok || e.Seq != uint64(i+1) {
+			t.Fatalf("message %d: %+v %v", i, e, ok)
+		}
+	}
+}

@@ -95,22 +95,25 @@ func (r *ring) front() *slot { return &r.buf[r.head] }
 
 func (r *ring) pop() slot {
 	e := r.buf[r.head]
-	r.buf[r.head] = slot{}
-	r.head = (r.head + 1) & (len(r.buf) - 1)
-	r.n--
-	if r.n == 0 {
-		r.head = 0
-	}
+	r.drop()
 	return e
 }
 
-// drop removes the front slot without returning it.
+// shrinkBelow is the buffer size under which a ring never shrinks.
+const shrinkBelow = 4096
+
+// drop removes the front slot without returning it. A buffer less than
+// a quarter full is halved, so that a queue that was deep gives its index
+// memory back as it drains.
 func (r *ring) drop() {
 	r.buf[r.head] = slot{}
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
 	if r.n == 0 {
 		r.head = 0
+	}
+	if r.n < len(r.buf)>>2 && len(r.buf) > shrinkBelow {
+		r.resize(len(r.buf) >> 1)
 	}
 }
 
@@ -121,6 +124,12 @@ func (r *ring) grow() {
 	if size == 0 {
 		size = 16
 	}
+	r.resize(size)
+}
+
+// resize moves the slots to a new buffer of size (a power of two, at
+// least r.n).
+func (r *ring) resize(size int) {
 	buf := make([]slot, size)
 	for i := 0; i < r.n; i++ {
 		buf[i] = *r.at(i)

@@ -11,6 +11,8 @@
 # CLIENT picks the bench's producer/consumer client: raw (the default, Warren's
 # codec; cheap enough that the broker is the bottleneck) or amqp091.
 #
+# SCENARIOS (e.g. "sc8 sc9") runs only those scenarios, in every round.
+#
 #   SECONDS_PER_RUN=10 RUNS=3 CONNECTIONS=1000 CLIENT=raw bash scripts/perf.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -263,6 +265,7 @@ for round in $(seq "$RUNS"); do
   scs="sc6 sc1 sc2 sc3 sc4 sc5"
   [ "$DURABLE" = 0 ] || scs="$scs sc8"
   [ "$DURABLE" = 0 ] || [ "$round" != 1 ] || scs="$scs sc9"
+  if [ -n "${SCENARIOS:-}" ]; then scs=$SCENARIOS; fi
   for sc in $scs; do
     for b in $order; do
       log "round $round/$RUNS: $sc on $b"
@@ -279,8 +282,9 @@ ratio() { awk -v r="$1" -v w="$2" 'BEGIN { if (r == 0) print "—"; else if (w /
 
 row() { # row KEY LABEL [noratio]
   local r w
-  r=$(median "${R["$1/rabbit"]}")
-  w=$(median "${R["$1/warren"]}")
+  [ -n "${R["$1/rabbit"]:-}${R["$1/warren"]:-}" ] || return 0 # not run (SCENARIOS)
+  r=$(median "${R["$1/rabbit"]:-}")
+  w=$(median "${R["$1/warren"]:-}")
   if [ "${3:-}" = noratio ]; then
     printf '| %s | %s | %s | — |\n' "$2" "$(fmt "$r")" "$(fmt "$w")"
   else
@@ -313,6 +317,6 @@ if [ "$DURABLE" != 0 ]; then
   row s8x1 "8. persistent 16 B, durable queue, confirms (window 1000), 1 publisher: confirmed msg/s"
   row s8x4 "8. … 4 publishers"
   row s8x16 "8. … 16 publishers"
-  row s9 "9. $QUEUED persistent 16 B queued (no consumer), confirms: publish msg/s (one run)"
-  row s9rss "9. … broker peak RSS while queued, MiB (one run)"
+  row s9 "9. $QUEUED persistent 16 B queued (no consumer), confirms: publish msg/s"
+  row s9rss "9. … broker peak RSS while queued (and deleted), MiB"
 fi

@@ -86,8 +86,11 @@
 //
 // The store lives inside a broker whose idle RSS target is 25 MB, so Badger is tuned
 // small (options.go):
-//   - MemTableSize 4 MiB, NumMemtables 2: the memtable arena (~5 MiB with Badger's batch
-//     headroom) is among the largest allocations; at most one more waits for its flush.
+//   - MemTableSize 4 MiB, NumMemtables 3: the memtable arenas (~5 MiB each with Badger's
+//     batch headroom) are among the largest allocations; two may wait for their flush,
+//     so bursts of writes (16 publishers with confirms) rarely stall. 8 MiB memtables
+//     cost ~80 MiB more RSS with a million queued messages (Badger's table builders grow
+//     with them).
 //     Badger limits one transaction to 15% of it (~600 KiB), so big group commits are
 //     split into a few transactions.
 //   - ValueThreshold 512 bytes: small messages (and all definitions) stay in the LSM

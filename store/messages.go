@@ -291,5 +291,8 @@ func (s *Store) removePrefix(prefix []byte) error {
 		if err != nil {
 			return err
 		}
+		// The scan mapped the table pages it read: give them back now
+		// rather than at the next trim.
+		s.trimMappings()
 	}
 }

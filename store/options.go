@@ -16,7 +16,7 @@ func badgerOptions(dir string, noSync bool, log *zap.Logger) badger.Options {
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(!noSync).
 		WithMemTableSize(4 << 20).
-		WithNumMemtables(2).
+		WithNumMemtables(3).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(12).
 		WithBaseTableSize(1 << 20).

@@ -23,44 +23,42 @@ import (
 // and memtable files, written and read at the tail, are left alone. Kernels before
 // Linux 5.4 refuse the advice and nothing happens.
 
-const trimInterval = 2 * time.Second
+const trimInterval = time.Second
 
 // trimLoop trims the store's mappings every trimInterval until stop.
 func (s *Store) trimLoop() {
 	defer s.wg.Done()
-	dir, err := filepath.Abs(s.dir)
-	if err != nil {
-		return
-	}
 	t := time.NewTicker(trimInterval)
 	defer t.Stop()
-	var buf []byte
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		buf = s.trimMappings(dir, buf)
+		s.lifeMu.RLock()
+		if !s.closed {
+			s.trimMappings()
+		}
+		s.lifeMu.RUnlock()
 	}
 }
 
-// trimMappings drops the resident pages of the mappings of dir's table and value-log
-// files. buf is scratch space, returned for reuse.
-func (s *Store) trimMappings(dir string, buf []byte) []byte {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return buf
+// trimMappings asks the kernel to reclaim the resident pages of the store's mappings
+// of its table files. Scans that read a lot of them (removePrefix) call it too. Hold
+// lifeMu (read) with the store open.
+func (s *Store) trimMappings() {
+	dir, err := filepath.Abs(s.dir)
+	if err != nil {
+		return
 	}
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
-		return buf
+		return
 	}
 	defer f.Close()
 	prefix := []byte(dir + string(filepath.Separator))
 	sc := bufio.NewScanner(f)
-	sc.Buffer(buf[:0], 64<<10)
 	for sc.Scan() {
 		line := sc.Bytes()
 		// start-end perms offset dev inode path
@@ -80,5 +78,4 @@ func (s *Store) trimMappings(dir string, buf []byte) []byte {
 		}
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	}
-	return buf
 }
