@@ -26,6 +26,9 @@ type op struct {
 	buf  []byte
 	done func(error) // opAppend (may be nil), opFlush
 	kind opKind
+	// skip is set by cancelSettled on an append removed in the same batch
+	// (and on its mark and removal): nothing of it is written.
+	skip bool
 }
 
 // opOverhead is what the backlog charges an append beyond its buffer.
@@ -218,10 +221,67 @@ func (s *Store) writeLoop() {
 			armed = false
 		}
 
+		s.cancelSettled(blocks)
 		s.writeBatch(blocks)
 
 		clear(blocks)
 		spare = blocks[:0]
+	}
+}
+
+// cancelSettled marks the appends of blocks that a later removal in blocks deletes
+// again — a message acknowledged before its group commit — to be skipped with their
+// delivery marks and that removal: neither the message nor its deletion reaches Badger
+// (RabbitMQ's message store skips such writes too). Their done callbacks still run after
+// the commit of the block they are in, as if they were written; the message they
+// confirm has been consumed. Writer goroutine.
+func (s *Store) cancelSettled(blocks [][]op) {
+	removes := 0
+	for _, ops := range blocks {
+		for i := range ops {
+			if k := ops[i].kind; k == opRemove || k == opRemoveBoth {
+				removes++
+			}
+		}
+	}
+	if removes == 0 {
+		return
+	}
+	type pendingMsg struct{ append, mark *op }
+	live := make(map[[msgKeyLen]byte]pendingMsg)
+	for _, ops := range blocks {
+		for i := range ops {
+			o := &ops[i]
+			switch o.kind {
+			case opAppend:
+				live[[msgKeyLen]byte(o.buf[:msgKeyLen])] = pendingMsg{append: o}
+			case opMark:
+				k := [msgKeyLen]byte(o.buf[:msgKeyLen])
+				if p, ok := live[k]; ok {
+					p.mark = o
+					live[k] = p
+				}
+			case opRemove, opRemoveBoth:
+				if len(o.buf) < msgKeyLen {
+					continue
+				}
+				k := [msgKeyLen]byte(o.buf[:msgKeyLen])
+				p, ok := live[k]
+				if !ok {
+					continue
+				}
+				delete(live, k)
+				p.append.skip = true
+				if p.mark != nil {
+					p.mark.skip = true
+				}
+				if o.kind == opRemove || p.mark != nil {
+					// Nothing of the message is on disk: no deletion either.
+					o.skip = true
+				}
+				s.cancelled.Add(1)
+			}
+		}
 	}
 }
 
@@ -270,6 +330,9 @@ func (s *Store) commit(ops []op) error {
 	defer func() { w.txn.Discard() }()
 	for i := range ops {
 		o := &ops[i]
+		if o.skip {
+			continue
+		}
 		var err error
 		switch o.kind {
 		case opAppend:
@@ -329,3 +392,7 @@ func (w *batchWriter) next() error {
 	w.txn = w.db.NewTransaction(true)
 	return nil
 }
+
+// Cancelled is how many appended messages were removed before their group commit and
+// so were never written.
+func (s *Store) Cancelled() int64 { return s.cancelled.Load() }

@@ -87,6 +87,9 @@ type Store struct {
 	marked   map[msgRef]struct{} // messages with a delivery-mark record
 
 	gcRuns atomic.Int64 // value-log GC rounds started, for tests
+	// cancelled counts appends removed before their group commit, and so
+	// never written (cancelSettled).
+	cancelled atomic.Int64
 
 	wake chan struct{} // cap 1: pending changed
 	stop chan struct{} // closed by Close
