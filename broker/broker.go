@@ -392,6 +392,7 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.stopStreams()
 	return nil
 }
 

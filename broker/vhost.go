@@ -74,6 +74,8 @@ type queueEntity struct {
 	// fx is the queue's arguments and policies as the broker applies them,
 	// and their timers (queueargs.go; mu).
 	fx queueFeatures
+	// stream is set for a stream queue (stream.go); q is then unused.
+	stream *streamState
 }
 
 func newVHost(b *Broker, name string) *vhost {

@@ -247,6 +247,9 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 	if q.Owner != "" {
 		it["owner_pid_details"] = map[string]any{"name": q.Owner}
 	}
+	if q.Stream != nil {
+		streamQueueJSON(it, q)
+	}
 	return it
 }
 
