@@ -237,6 +237,7 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
 	durable := ex.durable && qe.durable
+	ex.partitionKeys.Store(nil)
 	if bind {
 		ex.router.Bind(b)
 	} else if ex.router.Unbind(b) {

@@ -335,7 +335,7 @@ func (ss *streamState) startReadLocked(r queue.ReadRequest) {
 			return
 		}
 		qe.mu.Lock()
-		ss.s.Fill(c, entries, end)
+		ss.s.Fill(c, r.From, entries, end)
 		qe.streamDispatchLocked()
 		qe.mu.Unlock()
 	}()

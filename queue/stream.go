@@ -134,8 +134,11 @@ type StreamConsumer struct {
 	Offset  uint64
 	unacked int
 	active  bool
-	// buf is read-ahead from disk for a consumer behind the tail.
-	buf []StreamEntry
+	// buf is read-ahead from disk for a consumer behind the tail; the
+	// read looked at every chunk below bufEnd (those without an entry in
+	// buf were skipped by the filter).
+	buf    []StreamEntry
+	bufEnd uint64
 	// reading is set while the broker reads from disk for this consumer.
 	reading bool
 }
@@ -472,12 +475,16 @@ func (s *Stream) Settle(c *StreamConsumer, n int, last uint64) {
 // (a rejected or requeued delivery: streams cannot requeue).
 func (s *Stream) Return(c *StreamConsumer, n int) { c.unacked = max(c.unacked-n, 0) }
 
-// Fill hands c what the broker read from disk for its ReadRequest:
-// entries in offset order and the offset where the read stopped (chunks
-// skipped by the filter are passed over).
-func (s *Stream) Fill(c *StreamConsumer, entries []StreamEntry, end uint64) {
+// Fill hands c what the broker read from disk for its ReadRequest from
+// offset from: entries in offset order and the offset where the read
+// stopped (chunks skipped by the filter are passed over). A read made
+// stale by a move of the consumer (a group takeover) is dropped.
+func (s *Stream) Fill(c *StreamConsumer, from uint64, entries []StreamEntry, end uint64) {
 	c.reading = false
-	c.buf = entries
+	if c.Offset != from {
+		return
+	}
+	c.buf, c.bufEnd = entries, end
 	if len(entries) == 0 && end > c.Offset {
 		c.Offset = end
 	}
@@ -533,10 +540,15 @@ func (s *Stream) Dispatch(out []StreamDelivery, reads []ReadRequest) ([]StreamDe
 					c.buf[0] = StreamEntry{}
 					c.buf = c.buf[1:]
 				}
-				if len(c.buf) == 0 || c.buf[0].Offset != c.Offset {
+				if len(c.buf) == 0 {
 					c.buf = nil
+					if c.Offset < c.bufEnd {
+						c.Offset = c.bufEnd // the rest of the read was filtered out
+					}
 					continue
 				}
+				// Offsets between are in chunks the filter skipped.
+				c.Offset = c.buf[0].Offset
 				e = c.buf[0]
 			case c.Offset >= s.tailFirst:
 				e = s.tail[s.tailHead+int(c.Offset-s.tailFirst)]
@@ -560,6 +572,13 @@ func (s *Stream) Dispatch(out []StreamDelivery, reads []ReadRequest) ([]StreamDe
 			if len(c.buf) > 0 {
 				c.buf[0] = StreamEntry{}
 				c.buf = c.buf[1:]
+				if len(c.buf) == 0 {
+					c.buf = nil
+					c.Offset = max(c.Offset+1, c.bufEnd)
+					c.unacked++
+					out = append(out, StreamDelivery{Consumer: c, Entry: e})
+					continue
+				}
 			}
 			c.Offset++
 			c.unacked++
