@@ -115,6 +115,7 @@ type ConsumerInfo struct {
 	Unacked           int
 	// For stream consumers: x-stream-consumer-name, the next offset to
 	// deliver, and whether it is the active member of its group.
+	IsStream     bool
 	StreamName   string
 	StreamOffset uint64
 	Active       bool

@@ -33,11 +33,9 @@ func (qe *queueEntity) streamInfoLocked(qi *QueueInfo) {
 	qi.Ready = qe.streamMessagesLocked()
 	qi.ReadyBytes = s.Bytes()
 	qi.Consumers = len(s.Consumers())
-	unacked := 0
-	for _, c := range s.Consumers() {
-		unacked += c.Unacked()
-	}
-	qi.Unacked = unacked
+	// Deliveries to stream consumers are not messages of the queue: the
+	// log keeps them all (RabbitMQ counts the log only, too).
+	qi.Unacked = 0
 	cfg := s.Config()
 	si := &StreamInfo{
 		FirstOffset: s.FirstOffset(), NextOffset: s.NextOffset(), CommittedOffset: s.CommittedOffset(),
@@ -71,7 +69,7 @@ func (qe *queueEntity) appendStreamConsumersLocked(out []ConsumerInfo) []Consume
 			VHost: qe.vhost.name, Queue: qe.name, Tag: sc.Tag,
 			Connection: connName(cons.ch.c), Channel: cons.ch.id,
 			AckRequired: true, Exclusive: cons.Exclusive, Prefetch: sc.Prefetch, Unacked: sc.Unacked(),
-			StreamName: sc.Name, StreamOffset: sc.Offset, Active: sc.Active(),
+			IsStream: true, StreamName: sc.Name, StreamOffset: sc.Offset, Active: sc.Active(),
 		})
 	}
 	return out

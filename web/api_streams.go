@@ -113,3 +113,16 @@ func (s *Server) deleteSuperStream(w http.ResponseWriter, r *http.Request, p *pr
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// streamConsumerJSON adds a stream consumer's fields: whether it is the
+// active member of its group, its name and the next offset it will get.
+func streamConsumerJSON(it item, c broker.ConsumerInfo) {
+	it["active"] = c.Active
+	if !c.Active {
+		it["activity_status"] = "waiting"
+	}
+	it["stream_offset"] = c.StreamOffset
+	if c.StreamName != "" {
+		it["stream_consumer_name"] = c.StreamName
+	}
+}
