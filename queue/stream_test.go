@@ -1,0 +1,144 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+)
+
+// fill appends n messages of size bytes (filter f) and writes them as one
+// chunk at now, committed.
+func fill(s *Stream, n, size int, f string, now int64) ChunkInfo {
+	for i := 0; i < n; i++ {
+		s.Append(&Message{Body: make([]byte, size)}, f)
+	}
+	ci, _, ok := s.TakeChunk(now, 1<<30)
+	if !ok {
+		panic("no chunk")
+	}
+	s.Commit(ci.End())
+	return ci
+}
+
+func TestStreamResolve(t *testing.T) {
+	s := NewStream(StreamConfig{CacheBytes: 1 << 20})
+	fill(s, 5, 10, "", 1000)
+	fill(s, 5, 10, "", 2000)
+	fill(s, 5, 10, "", 3000)
+	for _, tc := range []struct {
+		spec OffsetSpec
+		want uint64
+	}{
+		{OffsetSpec{Kind: OffsetFirst}, 0},
+		{OffsetSpec{Kind: OffsetLast}, 10},
+		{OffsetSpec{Kind: OffsetNext}, 15},
+		{OffsetSpec{Kind: OffsetAbsolute, Offset: 7}, 7},
+		{OffsetSpec{Kind: OffsetAbsolute, Offset: 99}, 15},
+		{OffsetSpec{Kind: OffsetTimestamp, Time: 1500}, 5},
+		{OffsetSpec{Kind: OffsetTimestamp, Time: 2000}, 5},
+		{OffsetSpec{Kind: OffsetTimestamp, Time: 0}, 0},
+		{OffsetSpec{Kind: OffsetTimestamp, Time: 9999}, 15},
+	} {
+		if got := s.Resolve(tc.spec); got != tc.want {
+			t.Errorf("Resolve(%+v) = %d, want %d", tc.spec, got, tc.want)
+		}
+	}
+}
+
+func TestStreamRetain(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cfg        StreamConfig
+		now        int64
+		wantFirst  uint64
+		wantChunks int
+	}{
+		{"none", StreamConfig{MaxSegmentBytes: 100}, 10_000, 0, 6},
+		{"size", StreamConfig{MaxSegmentBytes: 100, MaxBytes: 250}, 0, 10, 4},
+		{"size keeps the active segment", StreamConfig{MaxSegmentBytes: 100, MaxBytes: 1}, 0, 20, 2},
+		{"age", StreamConfig{MaxSegmentBytes: 100, MaxAge: 1500}, 4000, 20, 2},
+		{"age keeps the active segment", StreamConfig{MaxSegmentBytes: 100, MaxAge: 1}, 99_999, 20, 2},
+	} {
+		s := NewStream(tc.cfg)
+		for i := 0; i < 6; i++ { // three segments of two 50-byte chunks, at 1000, 2000, 3000
+			fill(s, 5, 10, "", int64(1000*(1+i/2)))
+		}
+		s.Retain(tc.now)
+		if s.FirstOffset() != tc.wantFirst || s.Chunks() != tc.wantChunks || s.NextOffset() != 30 {
+			t.Errorf("%s: first %d chunks %d, want %d %d", tc.name, s.FirstOffset(), s.Chunks(), tc.wantFirst, tc.wantChunks)
+		}
+	}
+}
+
+func TestStreamDispatchCreditFilterAndGroups(t *testing.T) {
+	s := NewStream(StreamConfig{CacheBytes: 1 << 20})
+	fill(s, 4, 1, "a", 1)
+	fill(s, 4, 1, "", 2)
+	fill(s, 4, 1, "b", 3)
+	all := &StreamConsumer{Tag: "all", Prefetch: 5}
+	onlyB := &StreamConsumer{Tag: "b", Prefetch: 100, Filters: []string{"b"}}
+	g1 := &StreamConsumer{Tag: "g1", Prefetch: 100, Name: "g", Single: true}
+	g2 := &StreamConsumer{Tag: "g2", Prefetch: 100, Name: "g", Single: true}
+	for _, c := range []*StreamConsumer{all, onlyB, g1, g2} {
+		s.AddConsumer(c)
+	}
+	ds, reads := s.Dispatch(nil, nil)
+	if len(reads) != 0 {
+		t.Fatalf("reads: %v", reads)
+	}
+	got := map[string][]uint64{}
+	for _, d := range ds {
+		got[d.Consumer.Tag] = append(got[d.Consumer.Tag], d.Entry.Offset)
+	}
+	if fmt.Sprint(got) != "map[all:[0 1 2 3 4] b:[8 9 10 11] g1:[0 1 2 3 4 5 6 7 8 9 10 11]]" {
+		t.Fatalf("deliveries: %v", got)
+	}
+	s.Settle(all, 2, 1)
+	s.Settle(g1, 5, 4)
+	if ds, _ = s.Dispatch(nil, nil); len(ds) != 2 || ds[0].Entry.Offset != 5 {
+		t.Fatalf("after credit: %v", ds)
+	}
+	// g1 goes: g2 resumes after the group's acknowledged offset.
+	if next := s.RemoveConsumer(g1); next != g2 || g2.Offset != 5 {
+		t.Fatalf("takeover: %v at %d", next, g2.Offset)
+	}
+	if off, ok := s.NamedOffset("g"); !ok || off != 4 {
+		t.Fatalf("named offset %d %v", off, ok)
+	}
+	if d := s.TakeDirtyOffsets(); d["g"] != 4 {
+		t.Fatalf("dirty: %v", d)
+	}
+}
+
+func TestStreamTailAndReads(t *testing.T) {
+	s := NewStream(StreamConfig{CacheBytes: 20})
+	fill(s, 4, 10, "", 1)
+	fill(s, 4, 10, "", 2)
+	// The tail keeps the newest 20 bytes: offsets 6 and 7.
+	c := &StreamConsumer{Prefetch: 10}
+	s.AddConsumer(c)
+	_, reads := s.Dispatch(nil, nil)
+	if len(reads) != 1 || reads[0].From != 0 || reads[0].Limit != 6 {
+		t.Fatalf("reads: %+v", reads)
+	}
+	if _, again := s.Dispatch(nil, nil); len(again) != 0 {
+		t.Fatal("a second read while one is in flight")
+	}
+	var entries []StreamEntry
+	for i := uint64(0); i < 6; i++ {
+		entries = append(entries, StreamEntry{Offset: i, Msg: &Message{Body: make([]byte, 10)}})
+	}
+	s.Fill(c, 0, entries, 6)
+	ds, reads := s.Dispatch(nil, nil)
+	if len(ds) != 8 || len(reads) != 0 || ds[7].Entry.Offset != 7 {
+		t.Fatalf("after fill: %d deliveries, reads %v", len(ds), reads)
+	}
+	// Uncommitted messages are not delivered.
+	s.Append(&Message{Body: []byte("x")}, "")
+	s.Settle(c, 8, 7)
+	if ds, _ := s.Dispatch(nil, nil); len(ds) != 0 {
+		t.Fatalf("uncommitted delivered: %v", ds)
+	}
+	if s.PendingBytes() != 1 {
+		t.Fatalf("pending %d", s.PendingBytes())
+	}
+}
