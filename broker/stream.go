@@ -47,6 +47,9 @@ type streamState struct {
 	waits   []streamWait // confirms waiting for their chunk, in offset order
 	scratch []queue.StreamDelivery
 	closed  bool // no more reads are started
+	// redispatch asks the goroutine to dispatch again (a filtering
+	// consumer stopped at its skip budget).
+	redispatch bool
 
 	cmu       sync.Mutex // leaf: completed
 	completed []streamDone
@@ -128,6 +131,12 @@ func (ss *streamState) run() {
 		ss.writeChunks()
 		ss.complete(tick)
 		ss.flushOffsets()
+		ss.qe.mu.Lock()
+		if ss.redispatch {
+			ss.redispatch = false
+			ss.qe.streamDispatchLocked()
+		}
+		ss.qe.mu.Unlock()
 		if stopping {
 			return
 		}
@@ -299,6 +308,10 @@ func (qe *queueEntity) streamDispatchLocked() {
 	ss.scratch = ds[:0]
 	for _, r := range reads {
 		ss.startReadLocked(r)
+	}
+	if ss.s.More() {
+		ss.redispatch = true
+		ss.signal()
 	}
 }
 

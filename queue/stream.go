@@ -42,6 +42,9 @@ type Stream struct {
 	pending   int64 // body bytes of uncommitted entries
 
 	consumers []*StreamConsumer
+	// more is set by a Dispatch that stopped a consumer at maxSkip with
+	// more to look at: the caller should dispatch again soon.
+	more bool
 	// named is the acknowledged offset of each named consumer; dirty names
 	// those changed since TakeDirtyOffsets.
 	named map[string]uint64
@@ -521,6 +524,7 @@ const maxSkip = 4096
 // Dispatch hands committed messages to consumers with credit, appending
 // them to out, and appends to reads the consumers that need a disk read.
 func (s *Stream) Dispatch(out []StreamDelivery, reads []ReadRequest) ([]StreamDelivery, []ReadRequest) {
+	s.more = false
 	for _, c := range s.consumers {
 		if !c.active {
 			continue
@@ -562,8 +566,15 @@ func (s *Stream) Dispatch(out []StreamDelivery, reads []ReadRequest) ([]StreamDe
 				break
 			}
 			if !c.matches(&e) {
-				c.Offset++
 				skipped++
+				if len(c.buf) == 0 {
+					// In the tail: skip the rest of a chunk that cannot match.
+					if ci := s.chunkAt(c.Offset); ci != nil && !c.ChunkMatches(ci) {
+						c.Offset = ci.End()
+						continue
+					}
+				}
+				c.Offset++
 				continue
 			}
 			if c.Gate != nil && !c.Gate.Acquire(e.Msg.Size()) {
@@ -584,8 +595,24 @@ func (s *Stream) Dispatch(out []StreamDelivery, reads []ReadRequest) ([]StreamDe
 			c.unacked++
 			out = append(out, StreamDelivery{Consumer: c, Entry: e})
 		}
+		if skipped >= maxSkip {
+			s.more = true
+		}
 	}
 	return out, reads
+}
+
+// More reports whether the last Dispatch left work undone (a filtering
+// consumer passed over maxSkip messages): dispatch again.
+func (s *Stream) More() bool { return s.more }
+
+// chunkAt is the chunk holding off, or nil.
+func (s *Stream) chunkAt(off uint64) *ChunkInfo {
+	i := sort.Search(len(s.chunks), func(i int) bool { return s.chunks[i].End() > off })
+	if i < len(s.chunks) && s.chunks[i].First <= off {
+		return &s.chunks[i]
+	}
+	return nil
 }
 
 // ChunkFor is the first offset of the chunk holding off (off itself when

@@ -142,3 +142,33 @@ func TestStreamTailAndReads(t *testing.T) {
 		t.Fatalf("pending %d", s.PendingBytes())
 	}
 }
+
+func TestStreamFilterSkipsTailChunksAndAsksForMore(t *testing.T) {
+	s := NewStream(StreamConfig{CacheBytes: 1 << 30})
+	for i := 0; i < 3; i++ {
+		fill(s, maxSkip, 1, "a", 1) // chunks the filter skips whole
+	}
+	for i := 0; i < 2*maxSkip; i++ { // one chunk mixing a and b
+		f := "a"
+		if i == 2*maxSkip-1 {
+			f = "b"
+		}
+		s.Append(&Message{Body: []byte{1}}, f)
+	}
+	ci, _, _ := s.TakeChunk(2, 1<<30)
+	s.Commit(ci.End())
+	c := &StreamConsumer{Prefetch: 10, Filters: []string{"b"}}
+	s.AddConsumer(c)
+	var ds []StreamDelivery
+	rounds := 0
+	for len(ds) == 0 && rounds < 10 {
+		ds, _ = s.Dispatch(nil, nil)
+		rounds++
+		if len(ds) == 0 && !s.More() {
+			t.Fatalf("round %d: nothing delivered and no more to do at offset %d", rounds, c.Offset)
+		}
+	}
+	if len(ds) != 1 || ds[0].Entry.Offset != uint64(5*maxSkip-1) || rounds != 3 {
+		t.Fatalf("after %d rounds: %+v", rounds, ds)
+	}
+}
