@@ -57,7 +57,7 @@ type benchConfig struct {
 	Rate          float64 // per producer, msgs/s; 0 = unlimited
 	QueueArgs     amqp.Table
 	ConsumerArgs  amqp.Table // basic.consume arguments
-	Connections   int // producers and consumers share this many; 0 = one each
+	Connections   int        // producers and consumers share this many; 0 = one each
 	Duration      time.Duration
 	PMessages     int64 // per producer; 0 = until Duration
 	Predeclared   bool
