@@ -55,9 +55,7 @@ func TestStreamFilteringFromDisk(t *testing.T) {
 	c := dial(t, s)
 	ch := open(t, c)
 	declareStream(t, ch, "s", nil)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	confirmMode(t, ch)
 	body := make([]byte, 64<<10)
 	for i := 0; i < 160; i++ { // 10 MB in chunks of "a", then 5 "b"
 		if err := ch.Publish("", "s", false, false, amqp091.Publishing{Body: body, Headers: amqp091.Table{"x-stream-filter-value": "a"}}); err != nil {
@@ -144,9 +142,7 @@ func TestSuperStreamRouting(t *testing.T) {
 	}
 	c := dial(t, s)
 	ch := open(t, c)
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	confirmMode(t, ch)
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 100))
 	// Routing by binding key.
 	for i := 0; i < 9; i++ {

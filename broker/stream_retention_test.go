@@ -26,9 +26,7 @@ func publishRounds(t testing.TB, ch *amqp091.Channel, q string, rounds, n, size 
 
 func publishSized(t testing.TB, ch *amqp091.Channel, q string, n, size int) {
 	t.Helper()
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	confirmMode(t, ch)
 	body := bytes.Repeat([]byte{'x'}, size)
 	ctx := context.Background()
 	var last *amqp091.DeferredConfirmation

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,13 +25,26 @@ func declareStream(t testing.TB, ch *amqp091.Channel, name string, args amqp091.
 	}
 }
 
+// confirming holds the channels put in confirm mode: amqp091-go races
+// with itself when Confirm is called again while confirms arrive.
+var confirming sync.Map
+
+// confirmMode puts ch in confirm mode once.
+func confirmMode(t testing.TB, ch *amqp091.Channel) {
+	t.Helper()
+	if _, done := confirming.LoadOrStore(ch, true); done {
+		return
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // publishConfirmed publishes n messages "<prefix>i" to queue q and waits
 // for all their confirms.
 func publishConfirmed(t testing.TB, ch *amqp091.Channel, q, prefix string, n int, headers amqp091.Table) {
 	t.Helper()
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
+	confirmMode(t, ch)
 	ctx := context.Background()
 	var dcs []*amqp091.DeferredConfirmation
 	for i := 0; i < n; i++ {
