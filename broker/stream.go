@@ -184,7 +184,14 @@ func (ss *streamState) complete(tick bool) {
 	qe := ss.qe
 	qe.mu.Lock()
 	if qe.deleted {
+		// The stream is gone: its publishes are confirmed as a deleted
+		// classic queue's are.
+		release := ss.waits
+		ss.waits = nil
 		qe.mu.Unlock()
+		for _, w := range release {
+			w.ch.journaled(w.seq, nil)
+		}
 		return
 	}
 	var release []streamWait
@@ -505,6 +512,13 @@ func (qe *queueEntity) streamConsumersLocked() []*consumer {
 // b.defMu.
 func (b *Broker) dropStream(qe *queueEntity) {
 	qe.stream.close()
+	qe.mu.Lock()
+	release := qe.stream.waits
+	qe.stream.waits = nil
+	qe.mu.Unlock()
+	for _, w := range release {
+		w.ch.journaled(w.seq, nil)
+	}
 	if st := b.cfg.Store; st != nil && qe.storeID != 0 {
 		if err := st.RemoveStream(qe.storeID); err != nil {
 			b.log.Error("deleting stream data", zap.String("queue", qe.name), zap.Error(err))
