@@ -3,11 +3,10 @@ package broker_test
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
 
-	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
@@ -209,7 +208,6 @@ func TestSuperStreamRouting(t *testing.T) {
 	if _, err := s.Broker.Queue("/", "inv-0"); err == nil {
 		t.Error("partition left after delete")
 	}
-	_ = amqp.Table{}
 }
 
 func TestStreamDeleteRemovesData(t *testing.T) {
@@ -232,5 +230,27 @@ func TestStreamDeleteRemovesData(t *testing.T) {
 	if si := streamInfo(t, s, "s"); si.NextOffset != 0 || si.Chunks != 0 {
 		t.Fatalf("after delete and restart: %+v", si)
 	}
-	_ = time.Second
+}
+
+// TestStreamGoroutinesStop checks that a stream's goroutine and its disk
+// readers end with the stream (deleted) or the broker (closed).
+func TestStreamGoroutinesStop(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	s, stop := startOn(t, t.TempDir())
+	c, err := amqp091.Dial(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := open(t, c)
+	declareStream(t, ch, "a", nil)
+	declareStream(t, ch, "b", nil)
+	publishSized(t, ch, "a", 100, 64<<10) // beyond the in-memory tail
+	_, d := consumeStream(t, c, "a", 5, amqp091.Table{"x-stream-offset": "first"})
+	recv(t, d)
+	if _, err := ch.QueueDelete("b", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	stop()
+	goleak.VerifyNone(t, ignore)
 }
