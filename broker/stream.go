@@ -46,7 +46,8 @@ type streamState struct {
 	single  bool         // x-single-active-consumer: named consumers form groups
 	waits   []streamWait // confirms waiting for their chunk, in offset order
 	scratch []queue.StreamDelivery
-	closed  bool // no more reads are started
+	closed  bool   // no more reads are started
+	reads   uint64 // disk reads started, for management and tests
 	// redispatch asks the goroutine to dispatch again (a filtering
 	// consumer stopped at its skip budget).
 	redispatch bool
@@ -336,6 +337,7 @@ func (ss *streamState) startReadLocked(r queue.ReadRequest) {
 			return c.ChunkMatches(&queue.ChunkInfo{Filters: sc.Filters, Unfiltered: sc.Unfiltered, AnyFilter: sc.AnyFilter})
 		}
 	}
+	ss.reads++
 	ss.readers.Add(1)
 	go func() {
 		defer ss.readers.Done()

@@ -254,3 +254,27 @@ func TestStreamGoroutinesStop(t *testing.T) {
 	stop()
 	goleak.VerifyNone(t, ignore)
 }
+
+// TestStreamTailConsumersServedFromMemory: consumers at the tail never read
+// the disk, however many there are.
+func TestStreamTailConsumersServedFromMemory(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	c := dial(t, s)
+	ch := open(t, c)
+	declareStream(t, ch, "s", nil)
+	publishSized(t, ch, "s", 10, 1000)
+	var ds []<-chan amqp091.Delivery
+	for i := 0; i < 20; i++ {
+		_, d := consumeStream(t, c, "s", 50, amqp091.Table{"x-stream-offset": "last"})
+		ds = append(ds, d)
+	}
+	publishSized(t, ch, "s", 40, 1000)
+	for _, d := range ds {
+		for i := 0; i < 50; i++ {
+			recv(t, d)
+		}
+	}
+	if r := streamInfo(t, s, "s").DiskReads; r != 0 {
+		t.Fatalf("%d disk reads for consumers at the tail", r)
+	}
+}

@@ -14,6 +14,9 @@ type StreamInfo struct {
 	MaxBytes, MaxAge int64
 	// Named lists the named consumers' tracked offsets.
 	Named []StreamOffsetInfo
+	// DiskReads counts the reads from disk made for consumers behind the
+	// in-memory tail.
+	DiskReads uint64
 }
 
 // StreamOffsetInfo is a named consumer's acknowledged offset and its lag:
@@ -40,6 +43,7 @@ func (qe *queueEntity) streamInfoLocked(qi *QueueInfo) {
 	si := &StreamInfo{
 		FirstOffset: s.FirstOffset(), NextOffset: s.NextOffset(), CommittedOffset: s.CommittedOffset(),
 		Segments: s.Segments(), Chunks: s.Chunks(), Bytes: s.Bytes(), MaxBytes: cfg.MaxBytes, MaxAge: cfg.MaxAge,
+		DiskReads: qe.stream.reads,
 	}
 	attached := make(map[string]int)
 	for _, c := range s.Consumers() {

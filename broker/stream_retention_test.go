@@ -189,6 +189,9 @@ func TestStreamReadFromStartBoundedHeap(t *testing.T) {
 		}
 	}
 	readTime := time.Since(start)
+	if r := streamInfo(t, s, "big").DiskReads; r < 50 {
+		t.Errorf("%d disk reads for 200 MB: not read from disk?", r)
+	}
 	close(stop)
 	p := <-peak
 	t.Logf("200 MB stream: published in %v, read from first in %v; live heap before the read %.1f MiB, peak during it %.1f MiB",

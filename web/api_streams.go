@@ -30,6 +30,7 @@ func streamQueueJSON(it item, q broker.QueueInfo) {
 		"max_length_bytes": si.MaxBytes,
 		"max_age_ms":       si.MaxAge,
 		"consumers":        named,
+		"disk_reads":       si.DiskReads,
 	}
 }
 
