@@ -174,6 +174,8 @@ var queueEquivalenceArgs = []string{
 	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
 	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
 	"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+	// streams (rabbit_stream_queue's queue_arguments)
+	"x-max-age", "x-stream-max-segment-size-bytes",
 }
 
 // equivalentQueue is the rest of rabbit_amqqueue:assert_equivalence, after

@@ -127,8 +127,13 @@ func TestStreamDeclareRules(t *testing.T) {
 	}
 	ch := open(t, c)
 	declareStream(t, ch, "ok", amqp091.Table{"x-max-age": "7D", "x-max-length-bytes": int64(1e9), "x-stream-max-segment-size-bytes": int32(1e6)})
-	// Redeclaring is fine.
+	// Redeclaring is fine; with other retention it is not.
 	declareStream(t, ch, "ok", amqp091.Table{"x-max-age": "7D", "x-max-length-bytes": int64(1e9), "x-stream-max-segment-size-bytes": int32(1e6)})
+	_, err := ch.QueueDeclare("ok", true, false, false, false, amqp091.Table{"x-queue-type": "stream", "x-max-age": "1D",
+		"x-max-length-bytes": int64(1e9), "x-stream-max-segment-size-bytes": int32(1e6)})
+	if e := expectCode(t, err, 406); !strings.Contains(e.Reason, "inequivalent arg 'x-max-age'") {
+		t.Errorf("redeclare with another x-max-age: %s", e.Reason)
+	}
 }
 
 func TestStreamPublishConfirmAndConsumeOffsets(t *testing.T) {
@@ -167,7 +172,20 @@ func TestStreamPublishConfirmAndConsumeOffsets(t *testing.T) {
 	expect(amqp091.Table{"x-stream-offset": "first"}, "m0", 0, 15)
 	expect(amqp091.Table{"x-stream-offset": int64(4)}, "m4", 4, 11)
 	expect(amqp091.Table{"x-stream-offset": int32(12)}, "n2", 12, 3)
-	expect(amqp091.Table{"x-stream-offset": "last"}, "n0", 10, 5)
+	// last: the start of the last chunk, which holds n4 (the five n's may
+	// have been written as one chunk or several).
+	lch, ld := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-offset": "last"})
+	first := recv(t, ld)
+	if off := offsetOf(t, first); off < 10 || off > 14 || string(first.Body) != fmt.Sprintf("n%d", off-10) {
+		t.Fatalf("last: first delivery %q at %d", first.Body, off)
+	}
+	for off := offsetOf(t, first) + 1; off < 15; off++ {
+		if m := recv(t, ld); offsetOf(t, m) != off {
+			t.Fatalf("last: delivery at %d, want %d", offsetOf(t, m), off)
+		}
+	}
+	noDelivery(t, ld)
+	_ = lch.Close()
 	expect(amqp091.Table{"x-stream-offset": before.Add(time.Second).Truncate(time.Second)}, "n0", 10, 5)
 	expect(amqp091.Table{"x-stream-offset": "1h"}, "m0", 0, 15)
 
