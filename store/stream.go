@@ -354,11 +354,11 @@ func (s *Store) RemoveStream(streamID uint64) error {
 	if err := s.Flush(); err != nil {
 		return err
 	}
-	return s.removePrefix(streamPrefix(streamID, 0))
+	return s.deleteStreamKeys(streamPrefix(streamID, 0))
 }
 
-// removePrefix deletes every key under prefix in transactions of bounded size.
-func (s *Store) removePrefix(prefix []byte) error {
+// deleteStreamKeys deletes every key under prefix in transactions of bounded size.
+func (s *Store) deleteStreamKeys(prefix []byte) error {
 	const chunk = 10000
 	keys := make([][]byte, 0, chunk)
 	for {
