@@ -17,9 +17,9 @@ func TestStreamFiltering(t *testing.T) {
 	ch := open(t, c)
 	declareStream(t, ch, "s", nil)
 	// Three chunks: filter value a, filter value b, no filter value.
-	publishConfirmed(t, ch, "s", "a", 10, amqp091.Table{"x-stream-filter-value": "a"})
-	publishConfirmed(t, ch, "s", "b", 10, amqp091.Table{"x-stream-filter-value": "b"})
-	publishConfirmed(t, ch, "s", "u", 10, nil)
+	publishStream(t, ch, "s", "a", 10, amqp091.Table{"x-stream-filter-value": "a"})
+	publishStream(t, ch, "s", "b", 10, amqp091.Table{"x-stream-filter-value": "b"})
+	publishStream(t, ch, "s", "u", 10, nil)
 
 	count := func(args amqp091.Table, want map[byte]int) {
 		t.Helper()
@@ -61,7 +61,7 @@ func TestStreamFilteringFromDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	publishConfirmed(t, ch, "s", "b", 5, amqp091.Table{"x-stream-filter-value": "b"})
+	publishStream(t, ch, "s", "b", 5, amqp091.Table{"x-stream-filter-value": "b"})
 	publishSized(t, ch, "s", 80, 64<<10)
 	_, d := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-offset": "first", "x-stream-filter": "b"})
 	for i := 0; i < 5; i++ {
@@ -85,7 +85,7 @@ func TestStreamSingleActiveConsumerGroup(t *testing.T) {
 	_, d2 := consumeStream(t, dial(t, s), "s", 10, args)
 	// Another group reads everything independently.
 	_, d3 := consumeStream(t, dial(t, s), "s", 10, amqp091.Table{"x-stream-consumer-name": "other", "x-stream-offset": "first"})
-	publishConfirmed(t, ch, "s", "m", 8, nil)
+	publishStream(t, ch, "s", "m", 8, nil)
 	var last amqp091.Delivery
 	for i := 0; i < 5; i++ {
 		last = recv(t, d1)
@@ -216,7 +216,7 @@ func TestStreamDeleteRemovesData(t *testing.T) {
 	c := dial(t, s)
 	ch := open(t, c)
 	declareStream(t, ch, "s", nil)
-	publishConfirmed(t, ch, "s", "m", 10, nil)
+	publishStream(t, ch, "s", "m", 10, nil)
 	_, d := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-offset": "first"})
 	recv(t, d)
 	if _, err := ch.QueueDelete("s", false, false, false); err != nil {

@@ -40,9 +40,9 @@ func confirmMode(t testing.TB, ch *amqp091.Channel) {
 	}
 }
 
-// publishConfirmed publishes n messages "<prefix>i" to queue q and waits
+// publishStream publishes n messages "<prefix>i" to queue q and waits
 // for all their confirms.
-func publishConfirmed(t testing.TB, ch *amqp091.Channel, q, prefix string, n int, headers amqp091.Table) {
+func publishStream(t testing.TB, ch *amqp091.Channel, q, prefix string, n int, headers amqp091.Table) {
 	t.Helper()
 	confirmMode(t, ch)
 	ctx := context.Background()
@@ -141,10 +141,10 @@ func TestStreamPublishConfirmAndConsumeOffsets(t *testing.T) {
 	c := dial(t, s)
 	ch := open(t, c)
 	declareStream(t, ch, "s", nil)
-	publishConfirmed(t, ch, "s", "m", 10, amqp091.Table{"app": "x"})
+	publishStream(t, ch, "s", "m", 10, amqp091.Table{"app": "x"})
 	before := time.Now()
 	time.Sleep(1100 * time.Millisecond) // chunk timestamps are in ms; AMQP timestamps in s
-	publishConfirmed(t, ch, "s", "n", 5, nil)
+	publishStream(t, ch, "s", "n", 5, nil)
 
 	q, err := ch.QueueDeclarePassive("s", true, false, false, false, amqp091.Table{"x-queue-type": "stream"})
 	if err != nil || q.Messages != 15 {
@@ -194,7 +194,7 @@ func TestStreamPublishConfirmAndConsumeOffsets(t *testing.T) {
 	c1, d1 := consumeStream(t, c, "s", 5, nil)
 	_, d2 := consumeStream(t, c, "s", 5, amqp091.Table{"x-stream-offset": "next"})
 	noDelivery(t, d1)
-	publishConfirmed(t, ch, "s", "p", 2, amqp091.Table{"app": "y"})
+	publishStream(t, ch, "s", "p", 2, amqp091.Table{"app": "y"})
 	for _, d := range []<-chan amqp091.Delivery{d1, d2} {
 		for i := 0; i < 2; i++ {
 			m := recv(t, d)
@@ -204,7 +204,7 @@ func TestStreamPublishConfirmAndConsumeOffsets(t *testing.T) {
 		}
 	}
 	// Credit: a prefetch of 5 with nothing acknowledged stops deliveries.
-	publishConfirmed(t, ch, "s", "q", 6, nil)
+	publishStream(t, ch, "s", "q", 6, nil)
 	for i := 0; i < 3; i++ {
 		recv(t, d1)
 	}
@@ -221,7 +221,7 @@ func TestStreamConsumeRules(t *testing.T) {
 	s := brokertest.Start(t, nil)
 	setup := open(t, dial(t, s))
 	declareStream(t, setup, "s", nil)
-	publishConfirmed(t, setup, "s", "m", 1, nil)
+	publishStream(t, setup, "s", "m", 1, nil)
 
 	try := func(name string, f func(ch *amqp091.Channel) error, code int, want string) {
 		t.Helper()
@@ -286,7 +286,7 @@ func TestStreamSurvivesRestart(t *testing.T) {
 	c := dial(t, s)
 	ch := open(t, c)
 	declareStream(t, ch, "s", nil)
-	publishConfirmed(t, ch, "s", "m", 20, nil)
+	publishStream(t, ch, "s", "m", 20, nil)
 	// A named consumer acknowledges up to offset 6.
 	cch, d := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-offset": "first", "x-stream-consumer-name": "app"})
 	var last amqp091.Delivery
@@ -312,7 +312,7 @@ func TestStreamSurvivesRestart(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", q, err)
 	}
 	// New messages continue the offsets.
-	publishConfirmed(t, ch, "s", "n", 1, nil)
+	publishStream(t, ch, "s", "n", 1, nil)
 	_, d = consumeStream(t, c, "s", 50, amqp091.Table{"x-stream-offset": "first"})
 	for i := 0; i < 21; i++ {
 		m := recv(t, d)
