@@ -265,7 +265,7 @@ func TestStreamTailConsumersServedFromMemory(t *testing.T) {
 	publishSized(t, ch, "s", 10, 1000)
 	var ds []<-chan amqp091.Delivery
 	for i := 0; i < 20; i++ {
-		_, d := consumeStream(t, c, "s", 50, amqp091.Table{"x-stream-offset": "last"})
+		_, d := consumeStream(t, c, "s", 50, amqp091.Table{"x-stream-offset": "first"})
 		ds = append(ds, d)
 	}
 	publishSized(t, ch, "s", 40, 1000)
