@@ -403,6 +403,10 @@ func (ch *channel) consumeStream(qe *queueEntity, m *amqp.BasicConsume, tag stri
 		Name: a.name, Single: a.single || qe.stream.single,
 	}
 	cons.Gate, cons.Owner, cons.stream = cons, cons, sc
+	partition := 0
+	if sc.Single {
+		partition = v.partitionIndex(qe.name)
+	}
 	qe.mu.Lock()
 	if qe.deleted {
 		qe.mu.Unlock()
@@ -414,6 +418,9 @@ func (ch *channel) consumeStream(qe *queueEntity, m *amqp.BasicConsume, tag stri
 		if off, ok := ss.s.NamedOffset(a.name); ok {
 			sc.Offset = min(max(off+1, ss.s.FirstOffset()), ss.s.NextOffset())
 		}
+	}
+	if sc.Single {
+		ss.s.SetPartition(partition)
 	}
 	ss.s.AddConsumer(sc)
 	qe.hadConsumer = true

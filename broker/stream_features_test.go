@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -178,11 +179,14 @@ func TestSuperStreamRouting(t *testing.T) {
 	if after := streamInfo(t, s, "ord-amer").NextOffset; after != before && after != before+5 {
 		t.Errorf("one key spread over partitions: %d → %d", before, after)
 	}
-	// Consumer groups across partitions: one active consumer per partition
-	// and group.
-	for _, p := range parts {
-		for i := 0; i < 2; i++ {
-			cch := open(t, dial(t, s))
+	// A consumer group across partitions: two members each consume every
+	// partition; the active members are spread over the partitions as
+	// RabbitMQ spreads them (member partition mod 2), and the survivor
+	// takes every partition when the other goes.
+	members := []*amqp091.Connection{dial(t, s), dial(t, s)}
+	for _, mc := range members {
+		for _, p := range parts {
+			cch := open(t, mc)
 			_ = cch.Qos(10, 0, false)
 			if _, err := cch.Consume(p, "", false, false, false, false, amqp091.Table{
 				"x-stream-consumer-name": "billing", "x-single-active-consumer": true, "x-stream-offset": "first"}); err != nil {
@@ -190,17 +194,30 @@ func TestSuperStreamRouting(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "active consumers", func() bool {
-		active, total := 0, 0
+	activeOn := func() map[string]string { // partition → connection of its active member
+		out := map[string]string{}
 		for _, p := range parts {
 			for _, ci := range s.Broker.QueueConsumers("/", p) {
-				total++
 				if ci.Active {
-					active++
+					out[p] += ci.Connection
 				}
 			}
 		}
-		return total == 6 && active == 3
+		return out
+	}
+	act := activeOn()
+	if len(act) != 3 || act["inv-0"] != act["inv-2"] || act["inv-0"] == act["inv-1"] || act["inv-1"] == "" {
+		t.Fatalf("active members: %v", act)
+	}
+	survivor := act["inv-1"]
+	for _, mc := range members {
+		if act["inv-0"] != "" && strings.HasPrefix(act["inv-0"], strings.Split(mc.LocalAddr().String(), " ")[0]) {
+			_ = mc.Close()
+		}
+	}
+	waitFor(t, "the survivor to take every partition", func() bool {
+		a := activeOn()
+		return len(a) == 3 && a["inv-0"] == survivor && a["inv-2"] == survivor
 	})
 	if err := s.Broker.DeleteSuperStream("/", "guest", "inv"); err != nil {
 		t.Fatal(err)

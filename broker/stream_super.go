@@ -210,3 +210,21 @@ func murmur3(data []byte, seed uint32) uint32 {
 	h ^= h >> 16
 	return h
 }
+
+// partitionIndex is the position of stream queue name in the super stream
+// it is a partition of (its x-stream-partition-order), 0 when it is none.
+func (v *vhost) partitionIndex(name string) int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, ex := range v.exchanges {
+		if ex.args["x-super-stream"] != true {
+			continue
+		}
+		for i, p := range partitionsOf(ex) {
+			if p.queue == name {
+				return i
+			}
+		}
+	}
+	return 0
+}

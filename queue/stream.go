@@ -42,6 +42,8 @@ type Stream struct {
 	pending   int64 // body bytes of uncommitted entries
 
 	consumers []*StreamConsumer
+	// partition is the stream's index in its super stream (SetPartition).
+	partition int
 	// more is set by a Dispatch that stopped a consumer at maxSkip with
 	// more to look at: the caller should dispatch again soon.
 	more bool
@@ -415,47 +417,70 @@ func (s *Stream) TakeDirtyOffsets() map[string]uint64 {
 	return out
 }
 
-// AddConsumer registers c, which starts at c.Offset. A Single consumer is
-// active only when no other consumer of its group is.
+// AddConsumer registers c, which starts at c.Offset. A Single consumer
+// joins its group (the Single consumers with its Name), of which one
+// member is active (rebalance).
 func (s *Stream) AddConsumer(c *StreamConsumer) {
-	c.active = true
-	if c.Single {
-		for _, o := range s.consumers {
-			if o.Single && o.Name == c.Name {
-				c.active = false
-				break
-			}
-		}
-	}
+	c.active = !c.Single
 	s.consumers = append(s.consumers, c)
+	if c.Single {
+		s.rebalance(c.Name, c)
+	}
 }
 
-// RemoveConsumer unregisters c. When c was the active member of a group,
-// the next one takes over and is returned (nil otherwise); it starts
-// after the group's acknowledged offset, or at its own start when none
-// is stored.
-func (s *Stream) RemoveConsumer(c *StreamConsumer) *StreamConsumer {
+// RemoveConsumer unregisters c; its group, if any, is rebalanced.
+func (s *Stream) RemoveConsumer(c *StreamConsumer) {
 	i := slices.Index(s.consumers, c)
 	if i < 0 {
-		return nil
+		return
 	}
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	c.buf = nil
-	if !c.Single || !c.active {
-		return nil
-	}
 	c.active = false
-	for _, o := range s.consumers {
-		if o.Single && o.Name == c.Name {
-			o.active = true
-			if off, ok := s.named[c.Name]; ok {
-				o.Offset = off + 1
-				o.buf = nil
-			}
-			return o
+	if c.Single {
+		s.rebalance(c.Name, nil)
+	}
+}
+
+// SetPartition sets the stream's position among the partitions of its
+// super stream (x-stream-partition-order), which spreads the active
+// members of consumer groups over the partitions; 0 for a plain stream.
+func (s *Stream) SetPartition(i int) { s.partition = max(i, 0) }
+
+// rebalance makes one member of group name active, as RabbitMQ does for
+// super stream consumer groups: in registration order, member number
+// partition mod members, so that a group whose members all consume every
+// partition has its partitions spread over them (on a plain stream, the
+// first member). A member taking over from another, or after the active
+// one left, starts after the group's acknowledged offset when one is
+// stored; a consumer that joins a group without an active member starts
+// where it asked. joined is the consumer just added, if any.
+func (s *Stream) rebalance(name string, joined *StreamConsumer) {
+	var members []*StreamConsumer
+	hadActive := false
+	for _, c := range s.consumers {
+		if c.Single && c.Name == name {
+			members = append(members, c)
+			hadActive = hadActive || c.active
 		}
 	}
-	return nil
+	if len(members) == 0 {
+		return
+	}
+	want := members[s.partition%len(members)]
+	for _, m := range members {
+		switch {
+		case m == want && !m.active:
+			m.active = true
+			if off, ok := s.named[name]; ok && (hadActive || m != joined) {
+				m.Offset = off + 1
+				m.buf = nil
+			}
+		case m != want && m.active:
+			m.active = false
+			m.buf = nil
+		}
+	}
 }
 
 // Consumers lists the registered consumers.

@@ -98,8 +98,8 @@ func TestStreamDispatchCreditFilterAndGroups(t *testing.T) {
 		t.Fatalf("after credit: %v", ds)
 	}
 	// g1 goes: g2 resumes after the group's acknowledged offset.
-	if next := s.RemoveConsumer(g1); next != g2 || g2.Offset != 5 {
-		t.Fatalf("takeover: %v at %d", next, g2.Offset)
+	if s.RemoveConsumer(g1); !g2.Active() || g2.Offset != 5 {
+		t.Fatalf("takeover: %v at %d", g2.Active(), g2.Offset)
 	}
 	if off, ok := s.NamedOffset("g"); !ok || off != 4 {
 		t.Fatalf("named offset %d %v", off, ok)
@@ -197,5 +197,45 @@ func BenchmarkStreamAppendCommitDispatch(b *testing.B) {
 				s.Settle(c, c.Unacked(), 0)
 			}
 		}
+	}
+}
+
+func TestStreamGroupsSpreadOverPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		partition, members, active int
+	}{
+		{0, 3, 0}, {1, 3, 1}, {2, 3, 2}, {3, 3, 0}, {1, 2, 1}, {2, 2, 0}, {5, 1, 0},
+	} {
+		s := NewStream(StreamConfig{})
+		s.SetPartition(tc.partition)
+		var ms []*StreamConsumer
+		for i := 0; i < tc.members; i++ {
+			c := &StreamConsumer{Name: "g", Single: true, Prefetch: 1}
+			s.AddConsumer(c)
+			ms = append(ms, c)
+		}
+		for i, c := range ms {
+			if c.Active() != (i == tc.active) {
+				t.Errorf("partition %d, %d members: member %d active=%v", tc.partition, tc.members, i, c.Active())
+			}
+		}
+	}
+	// Membership changes move the active member; the new one resumes after
+	// the group's offset.
+	s := NewStream(StreamConfig{})
+	s.SetPartition(1)
+	fill(s, 10, 1, "", 1)
+	a := &StreamConsumer{Name: "g", Single: true, Prefetch: 10}
+	s.AddConsumer(a) // alone: active, from offset 0
+	ds, _ := s.Dispatch(nil, nil)
+	s.Settle(a, len(ds), 3)
+	b := &StreamConsumer{Name: "g", Single: true, Prefetch: 10}
+	s.AddConsumer(b) // partition 1 of 2 members: b takes over
+	if a.Active() || !b.Active() || b.Offset != 4 {
+		t.Fatalf("after b joined: a %v, b %v at %d", a.Active(), b.Active(), b.Offset)
+	}
+	s.RemoveConsumer(b)
+	if !a.Active() || a.Offset != 4 {
+		t.Fatalf("after b left: a %v at %d", a.Active(), a.Offset)
 	}
 }
