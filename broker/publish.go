@@ -316,6 +316,7 @@ func (ch *channel) txCommit() error {
 			return amqp.Errorf(amqp.InternalError, amqp.ClassTx, 20, "writing messages: %v", err)
 		}
 	}
+	ch.waitTxStreams()
 	for _, a := range acks {
 		if a.ack {
 			ch.settle(a.ps)

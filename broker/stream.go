@@ -48,6 +48,9 @@ type streamState struct {
 	scratch []queue.StreamDelivery
 	closed  bool   // no more reads are started
 	reads   uint64 // disk reads started, for management and tests
+	// commitWaits are closed once the stream is committed up to their end
+	// (or gone): tx.commit waits on them.
+	commitWaits []streamCommitWait
 	// redispatch asks the goroutine to dispatch again (a filtering
 	// consumer stopped at its skip budget).
 	redispatch bool
@@ -67,6 +70,45 @@ type streamWait struct {
 	off uint64
 	ch  *channel
 	seq uint64
+}
+
+type streamCommitWait struct {
+	end  uint64
+	done chan struct{}
+}
+
+// releaseCommitWaitsLocked closes the commit waits that are due (all of
+// them with all set). Hold qe.mu.
+func (ss *streamState) releaseCommitWaitsLocked(all bool) {
+	keep := ss.commitWaits[:0]
+	for _, w := range ss.commitWaits {
+		if all || w.end <= ss.s.CommittedOffset() {
+			close(w.done)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(ss.commitWaits[len(keep):])
+	ss.commitWaits = keep
+}
+
+// waitTxStreams waits until the streams a committing transaction appended
+// to have committed what it appended: tx.commit-ok promises it is on disk.
+// Reader goroutine, no lock held.
+func (ch *channel) waitTxStreams() {
+	for ss, end := range ch.txStreams {
+		qe := ss.qe
+		qe.mu.Lock()
+		if qe.deleted || ss.closed || ss.s.CommittedOffset() >= end {
+			qe.mu.Unlock()
+			continue
+		}
+		w := streamCommitWait{end: end, done: make(chan struct{})}
+		ss.commitWaits = append(ss.commitWaits, w)
+		qe.mu.Unlock()
+		<-w.done
+	}
+	clear(ch.txStreams)
 }
 
 type streamDone struct {
@@ -100,6 +142,7 @@ func (ss *streamState) close() {
 	ss.once.Do(func() {
 		ss.qe.mu.Lock()
 		ss.closed = true
+		ss.releaseCommitWaitsLocked(true)
 		ss.qe.mu.Unlock()
 		if ss.started {
 			close(ss.stop)
@@ -189,6 +232,7 @@ func (ss *streamState) complete(tick bool) {
 		// classic queue's are.
 		release := ss.waits
 		ss.waits = nil
+		ss.releaseCommitWaitsLocked(true)
 		qe.mu.Unlock()
 		for _, w := range release {
 			w.ch.journaled(w.seq, nil)
@@ -210,6 +254,7 @@ func (ss *streamState) complete(tick bool) {
 		release = append(release, ss.waits[:i]...)
 		ss.waits = ss.waits[i:]
 	}
+	ss.releaseCommitWaitsLocked(false)
 	dropped := ss.s.Retain(nowMs())
 	if qe.drained != nil && ss.s.PendingBytes() < streamPendingCap/2 {
 		close(qe.drained)
@@ -265,6 +310,12 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 	if confirmSeq != 0 {
 		ch.confirms.hold(confirmSeq)
 		ss.waits = append(ss.waits, streamWait{off: off, ch: ch, seq: confirmSeq})
+	}
+	if ch.tx {
+		if ch.txStreams == nil {
+			ch.txStreams = make(map[*streamState]uint64)
+		}
+		ch.txStreams[ss] = off + 1
 	}
 	ss.signal()
 	if ss.s.PendingBytes() > streamPendingCap {

@@ -337,3 +337,28 @@ func TestStreamSurvivesRestart(t *testing.T) {
 		t.Fatalf("queue info after restart: %+v %v", qi.Stream, err)
 	}
 }
+
+// TestStreamTxCommitWaitsForTheLog: tx.commit-ok comes once what the
+// transaction appended to a stream is committed (on disk).
+func TestStreamTxCommitWaitsForTheLog(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	declareStream(t, ch, "s", nil)
+	if err := ch.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 3; round++ {
+		for i := 0; i < 100; i++ {
+			if err := ch.Publish("", "s", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ch.TxCommit(); err != nil {
+			t.Fatal(err)
+		}
+		qi, err := s.Broker.Queue("/", "s")
+		if err != nil || qi.Stream.CommittedOffset != uint64(100*round) {
+			t.Fatalf("after commit %d: %+v %v", round, qi.Stream, err)
+		}
+	}
+}
