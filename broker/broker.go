@@ -423,6 +423,7 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.stopStreams()
 	b.pagerMu.Lock()
 	b.pagersClosed = true
 	b.pagerMu.Unlock()

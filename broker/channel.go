@@ -38,10 +38,13 @@ type channel struct {
 	confirms     confirmTracker
 	confirmDirty bool
 
-	tx      bool
-	txPubs  []txPublish
-	txAcks  []txAck
-	targets []*queueEntity
+	tx     bool
+	txPubs []txPublish
+	// txStreams is, per stream a committing transaction appended to, the
+	// end of what it appended (stream.go; reader goroutine).
+	txStreams map[*streamState]uint64
+	txAcks    []txAck
+	targets   []*queueEntity
 	// lastQueue is the queue last declared on the channel, used when a
 	// method names the queue "".
 	lastQueue string

@@ -27,6 +27,8 @@ type consumer struct {
 	// timeout is the consumer timeout of its deliveries in ms, 0 for the
 	// broker's (consumer_timeout.go).
 	timeout int64
+	// stream is the cursor of a consumer of a stream queue (stream.go).
+	stream *queue.StreamConsumer
 }
 
 // Acquire implements queue.Gate: the connection's outbound cap, then
@@ -159,6 +161,9 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 	if dup {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassBasic, 20, "attempt to reuse consumer tag '%s'", tag)
 	}
+	if qe.stream != nil {
+		return ch.consumeStream(qe, m, tag)
+	}
 	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
 	if err != nil {
 		return err
@@ -238,6 +243,10 @@ func (ch *channel) serverCancel(cons *consumer) {
 // removeConsumer takes cons off the queue; an auto-delete queue whose last
 // consumer this was is deleted.
 func (qe *queueEntity) removeConsumer(cons *consumer) {
+	if qe.stream != nil {
+		qe.removeStreamConsumer(cons)
+		return
+	}
 	qe.mu.Lock()
 	qe.q.RemoveConsumer(&cons.Consumer)
 	qe.touchLocked()
@@ -259,6 +268,10 @@ func (qe *queueEntity) dispatch() {
 // their consumers' connections. Hold qe.mu: deliveries leave in queue order.
 func (qe *queueEntity) dispatchLocked() {
 	if qe.deleted {
+		return
+	}
+	if qe.stream != nil {
+		qe.streamDispatchLocked()
 		return
 	}
 	var ds []queue.Delivery
@@ -345,6 +358,9 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	qe, err := ch.findQueue(m.Queue, amqp.ClassBasic, 70)
 	if err != nil {
 		return err
+	}
+	if qe.stream != nil {
+		return streamGetError(qe)
 	}
 	qe.mu.Lock()
 	e, ok, dead := qe.getPagedLocked(m.NoAck)
@@ -451,6 +467,9 @@ func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) e
 	if !ok {
 		return unknownTag(tag, methodID)
 	}
+	if err := streamRejectError(taken, methodID); err != nil {
+		return err
+	}
 	if ch.tx {
 		ch.txAcks = append(ch.txAcks, txAck{ps: taken, requeue: requeue})
 		return nil
@@ -478,7 +497,9 @@ func (ch *channel) settle(ps []pending) {
 		}
 		qe := ps[i].qe
 		qe.mu.Lock()
-		if !qe.deleted {
+		if qe.stream != nil {
+			qe.streamSettleLocked(ps[i:j])
+		} else if !qe.deleted {
 			var qc *queue.Consumer
 			if ps[i].cons != nil {
 				qc = &ps[i].cons.Consumer
@@ -501,6 +522,10 @@ func (ch *channel) requeue(ps []pending) {
 	ch.releaseGlobal(ps)
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
+		if qe.stream != nil {
+			i = ch.streamReturn(ps, i)
+			continue
+		}
 		dead := false
 		qe.mu.Lock()
 		for ; i < len(ps) && ps[i].qe == qe; i++ {

@@ -116,6 +116,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	// RabbitMQ checks the arguments of a new queue only (an existing one
 	// is compared for equivalence instead).
 	settings, err := parseQueueArgs(name, v.name, m.Arguments)
+	if err == nil && settings.stream != nil {
+		err = ch.checkStreamDeclare(name, durable, m)
+	}
 	if err != nil {
 		v.mu.Unlock()
 		return err
@@ -138,6 +141,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if err := ch.c.b.saveQueue(v, qe); err != nil {
 		return amqp.Errorf(amqp.InternalError, cls, mth, "storing queue: %v", err)
 	}
+	if qe.stream != nil {
+		qe.stream.start(ch.c.b)
+	}
 	if m.Exclusive {
 		ch.c.exclusive = append(ch.c.exclusive, qe)
 	}
@@ -154,6 +160,9 @@ func (ch *channel) declareOk(noWait bool, qe *queueEntity) {
 	}
 	qe.mu.Lock()
 	msgs, conss := qe.q.Ready(), qe.q.ConsumerCount()
+	if qe.stream != nil {
+		msgs, conss = qe.streamMessagesLocked(), len(qe.stream.s.Consumers())
+	}
 	qe.mu.Unlock()
 	ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: qe.name, MessageCount: uint32(msgs), ConsumerCount: uint32(conss)})
 }
@@ -165,6 +174,8 @@ var queueEquivalenceArgs = []string{
 	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
 	"x-max-length", "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode",
 	"x-queue-version", "x-single-active-consumer", "x-queue-type", "x-queue-master-locator",
+	// streams (rabbit_stream_queue's queue_arguments)
+	"x-max-age", "x-stream-max-segment-size-bytes",
 }
 
 // equivalentQueue is the rest of rabbit_amqqueue:assert_equivalence, after
@@ -228,6 +239,7 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
 	durable := ex.durable && qe.durable
+	ex.partitionKeys.Store(nil)
 	if bind {
 		ex.router.Bind(b)
 	} else if ex.router.Unbind(b) {
@@ -254,6 +266,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	qe, err := ch.findQueue(m.Queue, amqp.ClassQueue, 30)
 	if err != nil {
 		return err
+	}
+	if qe.stream != nil {
+		return streamPurgeError(qe)
 	}
 	qe.mu.Lock()
 	n := qe.q.PurgeEach(func(e queue.Entry) { ch.c.b.unjournal(qe, e) })
@@ -325,11 +340,17 @@ func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error
 	for _, c := range qe.q.Consumers() {
 		conss = append(conss, c.Owner.(*consumer))
 	}
+	if qe.stream != nil {
+		n, conss = qe.streamMessagesLocked(), qe.streamConsumersLocked()
+	}
 	qe.q.Purge()
 	qe.mu.Unlock()
 	delete(v.queues, qe.name)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name})
 	v.mu.Unlock()
+	if qe.stream != nil {
+		v.b.dropStream(qe)
+	}
 	v.b.forgetQueue(qe)
 	for _, cons := range conss {
 		cons.ch.serverCancel(cons)

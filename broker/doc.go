@@ -38,6 +38,15 @@
 // while the journal's backlog is over its cap), and deleting an auto-delete
 // exchange deletes its store record under vhost.mu.
 //
+// Stream queues (stream.go) are the exception to "queues have no
+// goroutine": each has one goroutine that hands appended messages to the
+// store as chunks and commits them (confirms, dispatch, retention), and
+// consumers behind the in-memory tail get a short-lived reader goroutine
+// per disk read. Both read Badger and wait on the journal with no lock
+// held and take queueEntity.mu only to change the stream's state. The
+// stream's completion list (streamState.cmu) is a leaf lock; the store's
+// writer never takes queueEntity.mu.
+//
 // Flow control: a publisher whose publish leaves a consumed queue with a
 // long backlog has its reader wait (flow.go), holding no lock.
 package broker

@@ -122,6 +122,12 @@ func (b *Broker) recover() error {
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		v.queues[q.Name] = qe
+		if qe.stream != nil {
+			if err := b.recoverStream(qe); err != nil {
+				return fmt.Errorf("broker: recovering stream %q: %w", q.Name, err)
+			}
+			continue
+		}
 		now := nowMs()
 		keep, keepBytes := b.pageWindow()
 		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
@@ -265,6 +271,9 @@ func (b *Broker) saveQueue(v *vhost, qe *queueEntity) error {
 	}
 	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
 		AutoDelete: qe.autoDelete, Args: encodeArgs(qe.args), Type: "classic"}
+	if qe.stream != nil {
+		rec.Type = "stream"
+	}
 	_, err := st.Put(rec)
 	qe.storeID = rec.ID
 	return err

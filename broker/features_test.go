@@ -114,7 +114,6 @@ func TestQueueArgsInvalid(t *testing.T) {
 		{amqp091.Table{"x-max-in-memory-length": int32(1)}, "invalid arg 'x-max-in-memory-length' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"},
 		{amqp091.Table{"x-delivery-limit": int32(-2)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/': {value_negative,-2}"},
 		{amqp091.Table{"x-queue-type": "quorum"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': quorum queues are not supported by this broker yet"},
-		{amqp091.Table{"x-queue-type": "stream"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': stream queues are not supported by this broker yet"},
 	} {
 		ch := open(t, c)
 		_, err := ch.QueueDeclare("q", false, false, false, false, tc.args)

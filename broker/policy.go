@@ -50,6 +50,7 @@ var (
 		"message-ttl": "ttl", "expires": "pos", "max-length": "nonneg", "max-length-bytes": "nonneg",
 		"delivery-limit": "nonneg", "consumer-timeout": "nonneg", "overflow": "overflow",
 		"dead-letter-exchange": "string", "dead-letter-routing-key": "string", "alternate-exchange": "string",
+		"max-age": "maxage", "stream-max-segment-size-bytes": "nonneg",
 	}
 	operatorKeys = map[string]bool{
 		"message-ttl": true, "expires": true, "max-length": true, "max-length-bytes": true, "delivery-limit": true,
@@ -85,6 +86,12 @@ func validatePolicy(def map[string]any, operator bool) error {
 		case "string":
 			if _, ok := v.(string); !ok {
 				return fmt.Errorf("%w: %s must be a string", ErrInvalidPolicy, k)
+			}
+		case "maxage":
+			if s, ok := v.(string); !ok {
+				return fmt.Errorf("%w: %s must be a string", ErrInvalidPolicy, k)
+			} else if _, ok := parseMaxAge(s); !ok {
+				return fmt.Errorf("%w: %s: %q is not a valid age", ErrInvalidPolicy, k, s)
 			}
 		case "overflow":
 			if _, why := parseOverflow(v); why != "" {
@@ -323,6 +330,9 @@ func (v *vhost) withPolicies(name string, args amqp.Table, s queueSettings) queu
 		}
 	}
 	s.cfg.DeadLetter = s.hasDLX
+	if s.stream != nil {
+		s = streamPolicies([]*policy{pol, op}, s)
+	}
 	return s
 }
 
@@ -372,6 +382,13 @@ func (v *vhost) applyPolicies() {
 		qe.mu.Lock()
 		if qe.deleted {
 			qe.mu.Unlock()
+			continue
+		}
+		if qe.stream != nil {
+			qe.stream.s.SetConfig(streamConfig(c.set))
+			qe.fx.policy = c.pol
+			qe.mu.Unlock()
+			qe.stream.signal()
 			continue
 		}
 		qe.fx.set = c.set

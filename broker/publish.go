@@ -214,7 +214,14 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 	var dead []*queueEntity
 	for i, qe := range targets {
 		qe.mu.Lock()
-		if !qe.deleted && (ttl >= 0 || qe.fx.at) {
+		if qe.stream != nil {
+			if !qe.deleted {
+				if t := ch.publishStreamLocked(qe, msg, confirmSeq); t != nil && throttle == nil {
+					throttle = t
+				}
+				routed = true
+			}
+		} else if !qe.deleted && (ttl >= 0 || qe.fx.at) {
 			if ch.publishAtLocked(qe, msg, ttl, &now, confirmSeq) {
 				dead = append(dead, qe)
 			}
@@ -311,6 +318,7 @@ func (ch *channel) txCommit() error {
 			return amqp.Errorf(amqp.InternalError, amqp.ClassTx, 20, "writing messages: %v", err)
 		}
 	}
+	ch.waitTxStreams()
 	for _, a := range acks {
 		if a.ack {
 			ch.settle(a.ps)

@@ -33,6 +33,8 @@ type queueSettings struct {
 	expires int64
 	// consumerTimeout is x-consumer-timeout in ms (0 = broker default).
 	consumerTimeout int64
+	// stream is set for a stream queue (stream_args.go).
+	stream *streamSettings
 }
 
 // queueFeatures is the broker's side of a queue's configuration and the
@@ -139,7 +141,9 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 	if t, ok := args["x-queue-type"]; ok {
 		switch t {
 		case "classic":
-		case "quorum", "stream":
+		case "stream":
+			return parseStreamArgs(name, vhost, args)
+		case "quorum":
 			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
 				"invalid arg 'x-queue-type' for queue '%s' in vhost '%s': %s queues are not supported by this broker yet", name, vhost, t)
 		default:
@@ -256,6 +260,9 @@ func (qe *queueEntity) initFeatures(s queueSettings) {
 	qe.fx.set = s
 	qe.fx.at = s.needsAt()
 	qe.fx.lastUsed = time.Now().UnixMilli()
+	if s.stream != nil {
+		qe.stream = newStreamState(qe, s)
+	}
 }
 
 // consumerPriority reads the x-priority argument of basic.consume

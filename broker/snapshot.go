@@ -54,6 +54,8 @@ type QueueInfo struct {
 	// Owner names the connection of an exclusive queue.
 	Owner string
 	Stats MessageStats
+	// Stream is set for a stream queue (stream_info.go).
+	Stream *StreamInfo
 }
 
 // ExchangeInfo describes an exchange.
@@ -115,6 +117,12 @@ type ConsumerInfo struct {
 	Prefetch          int
 	Priority          int
 	Unacked           int
+	// For stream consumers: x-stream-consumer-name, the next offset to
+	// deliver, and whether it is the active member of its group.
+	IsStream     bool
+	StreamName   string
+	StreamOffset uint64
+	Active       bool
 }
 
 // Overview counts the broker's objects and sums its message counters.
@@ -196,6 +204,9 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
 	qi.Consumers = qe.q.ConsumerCount()
 	qi.Stats = qe.stats.export()
+	if qe.stream != nil {
+		qe.streamInfoLocked(&qi)
+	}
 	return qi, true
 }
 
@@ -431,6 +442,9 @@ func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
 	defer qe.mu.Unlock()
 	if qe.deleted {
 		return out
+	}
+	if qe.stream != nil {
+		return qe.appendStreamConsumersLocked(out)
 	}
 	for _, qc := range qe.q.Consumers() {
 		cons, ok := qc.Owner.(*consumer)

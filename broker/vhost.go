@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
@@ -42,6 +43,9 @@ type exchangeEntity struct {
 	// alternate is the alternate exchange, from the alternate-exchange
 	// argument or a policy ("" = none; vhost.mu).
 	alternate string
+	// partitionKeys caches the partition binding keys of a super stream
+	// that routes by hash (stream_super.go); bind and unbind clear it.
+	partitionKeys atomic.Pointer[[]string]
 }
 
 // queueEntity is a declared queue and the lock that serialises its state.
@@ -78,6 +82,8 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
+	// stream is set for a stream queue (stream.go); q is then unused.
+	stream *streamState
 }
 
 func newVHost(b *Broker, name string) *vhost {
@@ -133,7 +139,11 @@ func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.
 			hdrs = headers()
 			hdrsDone = true
 		}
-		ds := e.router.Route(key, hdrs, dests[:0])
+		rk := key
+		if len(e.args) > 0 {
+			rk = superStreamKey(e, key)
+		}
+		ds := e.router.Route(rk, hdrs, dests[:0])
 		if len(ds) == 0 && e.alternate != "" {
 			// An exchange that routes nowhere hands the message to its
 			// alternate exchange (rabbit_exchange:process_alternate).
@@ -182,6 +192,7 @@ func (v *vhost) removeDestinationLocked(d exchange.Destination) {
 	v.b.forgetBindings(v, func(k bindingKey) bool { return k.destIsEx == isEx && k.dest == d.Name })
 	for _, e := range v.exchanges {
 		if e.router.RemoveDestination(d) > 0 {
+			e.partitionKeys.Store(nil)
 			v.autoDeleteLocked(e)
 		}
 	}

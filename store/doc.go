@@ -10,7 +10,9 @@
 // trim_linux.go). Badger runs its own (compactors, memtable
 // flush, its write pipeline), also stopped by Close.
 //
-// The journal writer is the one goroutine that writes messages. Append, Remove and
+// The journal writer is the one goroutine that writes messages (and stream chunks:
+// AppendStreamChunk writes a chunk's messages and header as two records in order, done
+// running after the header's commit). Append, Remove and
 // MarkDelivered only queue an op; the writer takes everything queued at once and writes
 // it as one Badger transaction (split only when Badger's per-batch limits or
 // Config.MaxBatch say so) with one sync: group commit. While one commit syncs, the next
@@ -34,11 +36,17 @@
 //	'm' queueID(8) seq(8) 'd'       delivery mark of that message (sorts right after it)
 //	'p' pageID(8) seq(8)            message paged out of RAM by Spill (paging.go); these
 //	                                live as long as the process: Open deletes them all
+//	's' queueID(8) 'c' offset(8)    header of the stream chunk starting at offset
+//	's' queueID(8) 'd' offset(8)    messages of that chunk
+//	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
 // 8 topic permission.
 // A queue's journal records all share the prefix 'm' queueID(8), which RemoveQueue
-// deletes. Prefixes 'r' (raft logs) and 's' (stream segments) are reserved.
+// deletes. A stream queue's records share the prefix 's' queueID(8), which RemoveStream
+// deletes; a stream's segments are runs of chunks (the segment number is in each chunk
+// header) and retention deletes a segment's chunks with RemoveStreamChunks. Prefix 'r'
+// (raft logs) is reserved.
 //
 // Open writes the schema-version key into a new database and refuses a database whose
 // version it does not know (ErrSchemaVersion). A future layout change bumps the version
@@ -63,6 +71,12 @@
 //	                          str exchange, str routing key,
 //	                          bytes content header, body (the rest of the value)
 //	delivery mark             uvarint deliveries
+//	stream chunk header       uvarint count, int timestamp (unix ms), uvarint body bytes,
+//	                          uvarint segment, uvarint flags (1 a message has no filter
+//	                          value, 2 too many filter values to list), strs filter values
+//	stream chunk messages     count × (str exchange, str routing key, bytes content header,
+//	                          bytes body, str filter value)
+//	stream offset             uvarint offset
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags

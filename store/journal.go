@@ -19,6 +19,7 @@ const (
 	opRemove                       // delete buf (a message key)
 	opRemoveBoth                   // delete buf[:msgKeyLen] and buf (a mark key)
 	opFlush                        // done(first error of the batch so far)
+	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go)
 )
 
 // op is one submission to the journal writer; buf (key, then value) is owned by it.
@@ -301,7 +302,7 @@ func (s *Store) writeBatch(blocks [][]op) {
 		for i := range ops {
 			o := &ops[i]
 			switch o.kind {
-			case opAppend:
+			case opAppend, opSet:
 				if o.done != nil {
 					o.done(err)
 				}
@@ -339,6 +340,9 @@ func (s *Store) commit(ops []op) error {
 			err = w.set(o.buf[:msgKeyLen:msgKeyLen], o.buf[msgKeyLen:])
 		case opMark:
 			err = w.set(o.buf[:markKeyLen:markKeyLen], o.buf[markKeyLen:])
+		case opSet:
+			k := 1 + int(o.buf[0])
+			err = w.set(o.buf[1:k:k], o.buf[k:])
 		case opRemove:
 			err = w.del(o.buf)
 		case opRemoveBoth:

@@ -105,6 +105,9 @@ func (s *Server) routes() http.Handler {
 	h("DELETE /api/queues/{vhost}/{name}/contents", levelManagement, s.purgeQueue)
 	h("POST /api/queues/{vhost}/{name}/get", levelManagement, s.getMessages)
 	h("GET /api/queues/{vhost}/{name}/bindings", levelManagement, s.getQueueBindings)
+	h("PUT /api/super-streams/{vhost}/{name}", levelManagement, s.putSuperStream)
+	h("GET /api/super-streams/{vhost}/{name}", levelManagement, s.getSuperStream)
+	h("DELETE /api/super-streams/{vhost}/{name}", levelManagement, s.deleteSuperStream)
 
 	h("GET /api/bindings", levelManagement, s.getBindings)
 	h("GET /api/bindings/{vhost}", levelManagement, s.getBindings)
@@ -254,7 +257,7 @@ func (s *Server) brokerError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, broker.ErrNotFound):
 		notFound(w)
-	case errors.Is(err, broker.ErrExists):
+	case errors.Is(err, broker.ErrExists), errors.Is(err, broker.ErrInvalid):
 		badRequest(w, err.Error())
 	case errors.As(err, &ae):
 		switch ae.Code {

@@ -56,7 +56,9 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, p *principal) 
 		badRequest(w, err.Error())
 		return
 	}
-	if t, ok := body["type"].(string); ok && t != "" && t != "classic" {
+	if t, _ := body["type"].(string); t == "stream" {
+		args = withStreamType(args)
+	} else if t, ok := body["type"].(string); ok && t != "" && t != "classic" {
 		badRequest(w, "unsupported queue type '"+t+"'")
 		return
 	}

@@ -252,6 +252,9 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 	if q.Owner != "" {
 		it["owner_pid_details"] = map[string]any{"name": q.Owner}
 	}
+	if q.Stream != nil {
+		streamQueueJSON(it, q)
+	}
 	return it
 }
 
@@ -384,7 +387,7 @@ func channelJSON(c broker.ChannelInfo) item {
 
 func consumerJSON(c broker.ConsumerInfo, user string) item {
 	host, port := peerOf(c.Connection)
-	return item{
+	it := item{
 		"consumer_tag": c.Tag,
 		"queue":        map[string]any{"name": c.Queue, "vhost": c.VHost},
 		"channel_details": map[string]any{
@@ -399,6 +402,10 @@ func consumerJSON(c broker.ConsumerInfo, user string) item {
 		"activity_status": "up",
 		"priority":        c.Priority,
 	}
+	if c.IsStream {
+		streamConsumerJSON(it, c)
+	}
+	return it
 }
 
 // tagsFromJSON reads user tags given as a list or a comma-separated string.

@@ -101,8 +101,12 @@ func (s *Server) exportDefinitions(vhost string) (item, error) {
 		if q.Exclusive {
 			continue
 		}
+		qt := "classic"
+		if q.Stream != nil {
+			qt = "stream"
+		}
 		queues = append(queues, withVHost(item{
-			"name": q.Name, "durable": q.Durable, "auto_delete": q.AutoDelete, "type": "classic",
+			"name": q.Name, "durable": q.Durable, "auto_delete": q.AutoDelete, "type": qt,
 			"arguments": tableJSON(q.Arguments),
 		}, q.VHost))
 	}
@@ -267,6 +271,9 @@ func (s *Server) importDefinitions(d *definitions, vhost string) error {
 		args, err := tableFromJSON(q["arguments"])
 		if err != nil {
 			return err
+		}
+		if str(q, "type") == "stream" {
+			args = withStreamType(args)
 		}
 		if err := s.b.DeclareQueue(objVHost(q), "", broker.QueueSpec{
 			Name: str(q, "name"), Durable: boolField(q, "durable"), AutoDelete: boolField(q, "auto_delete"), Arguments: args,

@@ -51,6 +51,7 @@ func benchFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "persistent", Usage: "publish persistent messages to durable queues"},
 		&cli.Float64Flag{Name: "rate", Usage: "messages per second per producer (0 = unlimited)"},
 		&cli.StringSliceFlag{Name: "queue-args", Usage: "queue argument key=value, repeatable; integers and true/false are typed (x-queue-type=quorum, x-max-length=1000)"},
+		&cli.StringSliceFlag{Name: "consumer-args", Usage: "basic.consume argument key=value, repeatable, typed as --queue-args (x-stream-offset=first)"},
 		&cli.IntFlag{Name: "connections", Usage: "spread producers and consumers over this many connections (0 = one each)"},
 		&cli.DurationFlag{Name: "duration", Aliases: []string{"z"}, Usage: "run time (0 = until --pmessages are sent, or until interrupted)"},
 		&cli.Int64Flag{Name: "pmessages", Usage: "messages per producer (0 = until --duration)"},
@@ -91,6 +92,10 @@ func runBenchCommand(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	consArgs, err := parseQueueArgs(cc.StringSlice("consumer-args"))
+	if err != nil {
+		return err
+	}
 	progress := io.Writer(os.Stdout)
 	if cc.Bool("json") {
 		progress = os.Stderr
@@ -114,6 +119,7 @@ func runBenchCommand(cc *cli.Context) error {
 		Persistent:         cc.Bool("persistent"),
 		Rate:               cc.Float64("rate"),
 		QueueArgs:          args,
+		ConsumerArgs:       consArgs,
 		Connections:        cc.Int("connections"),
 		Duration:           cc.Duration("duration"),
 		PMessages:          cc.Int64("pmessages"),

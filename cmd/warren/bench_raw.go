@@ -869,7 +869,7 @@ func (rc *rawClient) consume(wg *sync.WaitGroup) error {
 	for _, k := range r.consumers {
 		ch := k.raw
 		ch.cons, ch.autoAck, ch.multiAck = k, r.cfg.AutoAck, r.cfg.MultiAck
-		if _, err := ch.c.call(ch, &wire.BasicConsume{Queue: k.queue, NoAck: r.cfg.AutoAck}); err != nil {
+		if _, err := ch.c.call(ch, &wire.BasicConsume{Queue: k.queue, NoAck: r.cfg.AutoAck, Arguments: wire.Table(r.cfg.ConsumerArgs)}); err != nil {
 			return fmt.Errorf("consume %q: %w", k.queue, err)
 		}
 		ch.lost = func(err error) {

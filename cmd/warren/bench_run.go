@@ -56,7 +56,8 @@ type benchConfig struct {
 	Persistent    bool
 	Rate          float64 // per producer, msgs/s; 0 = unlimited
 	QueueArgs     amqp.Table
-	Connections   int // producers and consumers share this many; 0 = one each
+	ConsumerArgs  amqp.Table // basic.consume arguments
+	Connections   int        // producers and consumers share this many; 0 = one each
 	Duration      time.Duration
 	PMessages     int64 // per producer; 0 = until Duration
 	Predeclared   bool
@@ -357,7 +358,7 @@ func (ac *amqp091Client) open() (int, error) {
 
 func (ac *amqp091Client) consume(wg *sync.WaitGroup) error {
 	for _, c := range ac.r.consumers {
-		deliveries, err := c.ch.Consume(c.queue, "", ac.r.cfg.AutoAck, false, false, false, nil)
+		deliveries, err := c.ch.Consume(c.queue, "", ac.r.cfg.AutoAck, false, false, false, ac.r.cfg.ConsumerArgs)
 		if err != nil {
 			return fmt.Errorf("consume %q: %w", c.queue, err)
 		}

@@ -121,6 +121,10 @@ func TestBenchRouting(t *testing.T) {
 		{"direct-shared-key", func(c *benchConfig) { c.RoutingKey, c.Queues, c.Consumers = "k", 2, 2 }, 2},
 		{"default-exchange", func(c *benchConfig) { c.Exchange = "amq.default"; c.Persistent = true; c.AutoDelete = false }, 1},
 		{"queue-args", func(c *benchConfig) { c.QueueArgs = amqp.Table{"x-max-length": int64(100000)}; c.Connections = 1 }, 1},
+		{"stream", func(c *benchConfig) {
+			c.QueueArgs, c.ConsumerArgs = amqp.Table{"x-queue-type": "stream"}, amqp.Table{"x-stream-offset": "first"}
+			c.Persistent, c.AutoDelete, c.Prefetch, c.Confirm = true, false, 100, 50
+		}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := benchDefaults(s.URL)

@@ -67,6 +67,8 @@ func ctlCommand() *cli.Command {
 			setPolicyCommand("set_operator_policy", "/api/operator-policies/"),
 			clearPolicyCommand("clear_policy", "/api/policies/"),
 			clearPolicyCommand("clear_operator_policy", "/api/operator-policies/"),
+			addSuperStreamCommand(),
+			deleteSuperStreamCommand(),
 			{
 				Name: "add_user", Usage: "add or update a user", ArgsUsage: "NAME PASSWORD",
 				Flags: ctlFlags(&cli.StringFlag{Name: "tags", Usage: "comma-separated tags, e.g. administrator"}),

@@ -1,0 +1,361 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/zap"
+)
+
+// Stream keys (see doc.go): under 's' streamID(8), a chunk's header ('c'), its
+// messages ('d') and named consumers' offsets ('o').
+const (
+	prefixStream      = 's'
+	streamChunkHeader = 'c'
+	streamChunkData   = 'd'
+	streamOffset      = 'o'
+	streamKeyLen      = 1 + 8 + 1 + 8
+)
+
+// StreamChunk is a chunk of a stream: a batch of messages appended together.
+type StreamChunk struct {
+	First     uint64 // offset of the first message
+	Timestamp int64  // unix ms
+	Segment   uint64
+	Bytes     int64 // body bytes
+	Count     uint32
+	// Filter summary (see queue.ChunkInfo).
+	Filters    []string
+	Unfiltered bool
+	AnyFilter  bool
+}
+
+// StreamMessage is one message of a chunk. Its slices alias the chunk's
+// buffer when read back.
+type StreamMessage struct {
+	Exchange, RoutingKey string
+	Header, Body         []byte
+	Filter               string
+}
+
+func streamKey(streamID uint64, kind byte, off uint64) []byte {
+	b := make([]byte, streamKeyLen)
+	b[0] = prefixStream
+	binary.BigEndian.PutUint64(b[1:9], streamID)
+	b[9] = kind
+	binary.BigEndian.PutUint64(b[10:18], off)
+	return b
+}
+
+func streamPrefix(streamID uint64, kind byte) []byte {
+	b := binary.BigEndian.AppendUint64([]byte{prefixStream}, streamID)
+	if kind != 0 {
+		b = append(b, kind)
+	}
+	return b
+}
+
+func appendChunkHeader(b []byte, c *StreamChunk) []byte {
+	start := len(b)
+	b = beginRecord(b)
+	b = binary.AppendUvarint(b, uint64(c.Count))
+	b = binary.AppendVarint(b, c.Timestamp)
+	b = binary.AppendUvarint(b, uint64(c.Bytes))
+	b = binary.AppendUvarint(b, c.Segment)
+	var flags uint64
+	if c.Unfiltered {
+		flags |= 1
+	}
+	if c.AnyFilter {
+		flags |= 2
+	}
+	b = binary.AppendUvarint(b, flags)
+	b = appendStrings(b, c.Filters)
+	sealRecord(b[start:])
+	return b
+}
+
+func decodeChunkHeader(first uint64, val []byte) (*StreamChunk, error) {
+	payload, err := openRecord(val)
+	if err != nil {
+		return nil, err
+	}
+	d := decoder{b: payload}
+	c := &StreamChunk{First: first}
+	n := d.uvarint()
+	c.Timestamp = d.varint()
+	c.Bytes = int64(d.uvarint())
+	c.Segment = d.uvarint()
+	flags := d.uvarint()
+	c.Filters = d.strings()
+	if n > 1<<32-1 {
+		d.fail()
+	}
+	c.Count = uint32(n)
+	c.Unfiltered, c.AnyFilter = flags&1 != 0, flags&2 != 0
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AppendStreamChunk writes a chunk of stream streamID: its header and its
+// messages, group-committed by the journal writer like Append (same
+// backpressure, same contract for done). Messages are encoded before it
+// returns.
+func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
+	size := recordHeaderLen
+	for i := range msgs {
+		m := &msgs[i]
+		size += 4*binary.MaxVarintLen32 + len(m.Exchange) + len(m.RoutingKey) + len(m.Header) + len(m.Body) + len(m.Filter)
+	}
+	data := make([]byte, 1+streamKeyLen, 1+streamKeyLen+size)
+	data[0] = streamKeyLen
+	copy(data[1:], streamKey(streamID, streamChunkData, c.First))
+	start := len(data)
+	data = beginRecord(data)
+	for i := range msgs {
+		m := &msgs[i]
+		data = appendString(data, m.Exchange)
+		data = appendString(data, m.RoutingKey)
+		data = appendBytes(data, m.Header)
+		data = appendBytes(data, m.Body)
+		data = appendString(data, m.Filter)
+	}
+	sealRecord(data[start:])
+	hdr := append([]byte{streamKeyLen}, streamKey(streamID, streamChunkHeader, c.First)...)
+	hdr = appendChunkHeader(hdr, c)
+	// The data goes first: a chunk's header is never durable without it.
+	s.submitSets([]op{{kind: opSet, buf: data}, {kind: opSet, buf: hdr, done: done}}, true, done)
+}
+
+// SetStreamOffset stores the acknowledged offset of named consumer name of
+// streamID. Like MarkDelivered it has no sync of its own: it rides with the
+// next group commit or is written within ~200 ms. Dropped after Close.
+func (s *Store) SetStreamOffset(streamID uint64, name string, off uint64) {
+	key := append(streamPrefix(streamID, streamOffset), name...)
+	buf := append([]byte{byte(len(key))}, key...)
+	if len(key) > 255 {
+		return
+	}
+	buf = binary.AppendUvarint(beginRecord(buf), off)
+	sealRecord(buf[1+len(key):])
+	s.submitSets([]op{{kind: opSet, buf: buf}}, false, nil)
+}
+
+// RemoveStreamChunks deletes chunks (by first offset) of streamID, batched
+// like Remove (no sync of their own).
+func (s *Store) RemoveStreamChunks(streamID uint64, firsts []uint64) {
+	ops := make([]op, 0, 2*len(firsts))
+	for _, f := range firsts {
+		ops = append(ops, op{kind: opRemove, buf: streamKey(streamID, streamChunkHeader, f)},
+			op{kind: opRemove, buf: streamKey(streamID, streamChunkData, f)})
+	}
+	s.submitSets(ops, false, nil)
+}
+
+// submitSets queues ops for the writer in order; urgent ones (appends) wake it at
+// once and count in the backlog, waiting while it is over its cap. done is
+// called with ErrClosed after Close.
+func (s *Store) submitSets(ops []op, urgent bool, done func(error)) {
+	var size int64
+	for i := range ops {
+		if ops[i].kind == opSet {
+			size += appendCost(ops[i].buf)
+		}
+	}
+	s.mu.Lock()
+	for urgent && !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
+		s.waiters++
+		s.cond.Wait()
+		s.waiters--
+	}
+	if s.stopping {
+		s.mu.Unlock()
+		if done != nil {
+			done(ErrClosed)
+		}
+		return
+	}
+	s.backlog += size
+	wake := false
+	for _, o := range ops {
+		wake = s.pushLocked(o) || wake
+	}
+	if urgent {
+		s.urgent++
+		wake = wake || s.urgent == 1
+	}
+	s.mu.Unlock()
+	if wake {
+		s.signal()
+	}
+}
+
+// StreamIndex is what recovery reads of a stream: its chunk headers in order
+// and its named consumers' offsets.
+type StreamIndex struct {
+	Chunks  []StreamChunk
+	Offsets map[string]uint64
+	Corrupt int
+}
+
+// LoadStream reads the index of streamID: chunk headers (not their
+// messages) and named offsets. A chunk header without its data (a crash
+// between the two writes cannot leave one, but a corrupt record can) ends
+// the index there.
+func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
+	idx := StreamIndex{Offsets: make(map[string]uint64)}
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return idx, ErrClosed
+	}
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamChunkHeader), PrefetchValues: false})
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if len(k) != streamKeyLen {
+				idx.Corrupt++
+				continue
+			}
+			first := binary.BigEndian.Uint64(k[10:])
+			var c *StreamChunk
+			err := item.Value(func(val []byte) error {
+				var err error
+				c, err = decodeChunkHeader(first, val)
+				return err
+			})
+			if err != nil {
+				idx.Corrupt++
+				s.log.Warn("skipping corrupt stream chunk header", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first), zap.Error(err))
+				continue
+			}
+			if n := len(idx.Chunks); n > 0 && idx.Chunks[n-1].First+uint64(idx.Chunks[n-1].Count) != first {
+				s.log.Warn("gap in stream chunks", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first))
+			}
+			idx.Chunks = append(idx.Chunks, *c)
+		}
+		it.Close()
+		prefix := streamPrefix(streamID, streamOffset)
+		it = txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			name := string(item.Key()[len(prefix):])
+			off, err := readUvarintRecord(item)
+			if err != nil {
+				idx.Corrupt++
+				continue
+			}
+			idx.Offsets[name] = off
+		}
+		return nil
+	})
+	if err != nil {
+		return idx, fmt.Errorf("store: load stream %d: %w", streamID, err)
+	}
+	return idx, nil
+}
+
+// ReadStream reads messages of streamID from the chunk starting at from
+// (whole chunks, in order), stopping before limit or once maxBytes of
+// chunk data were read (at least one chunk). match, if not nil, is asked
+// about each chunk header first: a chunk it refuses is skipped without
+// reading its data. fn gets each message with its offset; the slices are
+// the caller's to keep. ReadStream returns the offset after the last
+// chunk looked at, or limit when it reached the end.
+func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match func(*StreamChunk) bool, fn func(off uint64, m StreamMessage)) (uint64, error) {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return from, ErrClosed
+	}
+	end := limit
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamChunkHeader), PrefetchValues: false})
+		defer it.Close()
+		read := 0
+		skipped := 0
+		for it.Seek(streamKey(streamID, streamChunkHeader, from)); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if len(k) != streamKeyLen {
+				continue
+			}
+			first := binary.BigEndian.Uint64(k[10:])
+			if first >= limit {
+				return nil
+			}
+			if read >= maxBytes || skipped >= 100000 {
+				end = first
+				return nil
+			}
+			var c *StreamChunk
+			if err := item.Value(func(val []byte) error {
+				var err error
+				c, err = decodeChunkHeader(first, val)
+				return err
+			}); err != nil {
+				s.log.Warn("skipping corrupt stream chunk header", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first), zap.Error(err))
+				continue
+			}
+			if match != nil && !match(c) {
+				skipped++
+				continue
+			}
+			di, err := txn.Get(streamKey(streamID, streamChunkData, first))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			val, err := di.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			read += len(val)
+			payload, err := openRecord(val)
+			if err != nil {
+				s.log.Warn("skipping corrupt stream chunk", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first), zap.Error(err))
+				continue
+			}
+			d := decoder{b: payload}
+			for i := uint32(0); i < c.Count && d.err == nil; i++ {
+				m := StreamMessage{Exchange: d.string(), RoutingKey: d.string(), Header: d.raw(), Body: d.raw(), Filter: d.string()}
+				if d.err == nil {
+					fn(first+uint64(i), m)
+				}
+			}
+			if d.err != nil {
+				s.log.Warn("corrupt stream chunk", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return from, fmt.Errorf("store: read stream %d: %w", streamID, err)
+	}
+	return end, nil
+}
+
+// RemoveStream deletes every record of streamID, durably. It first waits for
+// what was submitted before it.
+func (s *Store) RemoveStream(streamID uint64) error {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	if err := s.removePrefix(streamPrefix(streamID, 0)); err != nil {
+		return fmt.Errorf("store: remove stream %d: %w", streamID, err)
+	}
+	return nil
+}
