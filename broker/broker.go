@@ -91,7 +91,9 @@ type Config struct {
 	MaxTableDepth int
 	// QueueMemoryMessages and QueueMemoryBytes are how many ready
 	// messages, and how many bytes of their bodies, a queue keeps in RAM
-	// (defaults 2048 and 8 MiB); beyond them bodies are paged out to the
+	// (defaults 16384 and 16 MiB: above the 8,192 ready messages at which
+	// flow control holds publishers back, so a queue whose consumers keep up
+	// is not paged); beyond them bodies are paged out to the
 	// store (paging.go). A sixteenth of each applies under memory
 	// pressure.
 	QueueMemoryMessages int
@@ -150,10 +152,10 @@ func (c *Config) setDefaults() {
 		c.Logger = zap.NewNop()
 	}
 	if c.QueueMemoryMessages <= 0 {
-		c.QueueMemoryMessages = 2048
+		c.QueueMemoryMessages = 16384
 	}
 	if c.QueueMemoryBytes <= 0 {
-		c.QueueMemoryBytes = 8 << 20
+		c.QueueMemoryBytes = 16 << 20
 	}
 	if c.PagingRatio <= 0 {
 		c.PagingRatio = 0.5

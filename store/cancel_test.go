@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestCancelSettledSkipsAppendMarkAndRemoval(t *testing.T) {
@@ -79,4 +80,40 @@ func TestAppendRemovedBeforeCommitLeavesNothing(t *testing.T) {
 		t.Fatalf("%d left (first %v), corrupt %d", len(seqs), seqs[:min(3, len(seqs))], st.Corrupt)
 	}
 	t.Logf("%d of %d removed appends were never written", s.Cancelled(), n-n/10)
+}
+
+func TestLateMarksWrittenUnlessRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	for seq := uint64(1); seq <= 4; seq++ {
+		s.Append(5, seq, &Message{Body: []byte("x")}, nil)
+		s.MarkDelivered(5, seq, 1)
+	}
+	s.Remove(5, 2) // acknowledged before its mark was due: no mark is ever written
+	// Without a Flush the writer queues the rest within two removal delays.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		late := s.late
+		s.mu.Unlock()
+		if late == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d late marks still waiting", late)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.MarkDelivered(5, 3, 2) // a later mark of a marked message is queued at once
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	got := map[uint64]uint32{}
+	if _, err := s.ScanQueue(5, func(seq uint64, m *Message) error { got[seq] = m.Deliveries; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(map[uint64]uint32{1: 1, 3: 2, 4: 1}) {
+		t.Fatalf("deliveries after restart: %v", got)
+	}
 }

@@ -98,6 +98,8 @@ func (s *Store) Remove(queueID, seq uint64) {
 	if _, ok := s.marked[ref]; ok {
 		delete(s.marked, ref)
 		o = op{kind: opRemoveBoth, buf: key}
+	} else {
+		s.dropLateMarkLocked(ref)
 	}
 	wake := s.pushLocked(o)
 	s.mu.Unlock()
@@ -111,22 +113,77 @@ func (s *Store) Remove(queueID, seq uint64) {
 // with no fsync of its own; ScanQueue and ReadMessage report it. It must not follow the
 // message's Remove. Dropped after Close.
 func (s *Store) MarkDelivered(queueID, seq uint64, deliveries uint32) {
-	buf := make([]byte, markKeyLen, markKeyLen+recordHeaderLen+binary.MaxVarintLen32)
-	putMarkKey(buf, queueID, seq)
-	buf = binary.AppendUvarint(beginRecord(buf), uint64(deliveries))
-	sealRecord(buf[markKeyLen:])
-
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()
 		return
 	}
-	s.marked[msgRef{queueID, seq}] = struct{}{}
-	wake := s.pushLocked(op{kind: opMark, buf: buf})
+	ref := msgRef{queueID, seq}
+	if _, ok := s.marked[ref]; ok {
+		wake := s.pushMarkLocked(ref, deliveries)
+		s.mu.Unlock()
+		if wake {
+			s.signal()
+		}
+		return
+	}
+	// The first mark waits: most deliveries are acknowledged sooner, and
+	// then it is never written (late marks, below).
+	s.lateMarks[0][ref] = deliveries
+	s.late++
+	wake := s.late == 1 && s.npending == 0
 	s.mu.Unlock()
 	if wake {
 		s.signal()
 	}
+}
+
+// Late marks. A delivery mark is kept aside for one to two removeDelay periods before
+// it is queued for the writer: a message acknowledged meanwhile (the common case) is
+// removed with no mark ever written, which halves the journal's work per message.
+// lateMarks[0] gathers new marks; each removeDelay tick the writer queues lateMarks[1]
+// and ages lateMarks[0] into it. Flush and Close queue them all at once. A crash loses
+// at most the late marks — the same window as removals — and a message delivered
+// in it comes back with redelivered=false, which AMQP allows.
+
+// pushMarkLocked queues the mark record of ref. Hold mu.
+func (s *Store) pushMarkLocked(ref msgRef, deliveries uint32) bool {
+	buf := make([]byte, markKeyLen, markKeyLen+recordHeaderLen+binary.MaxVarintLen32)
+	putMarkKey(buf, ref.queueID, ref.seq)
+	buf = binary.AppendUvarint(beginRecord(buf), uint64(deliveries))
+	sealRecord(buf[markKeyLen:])
+	s.marked[ref] = struct{}{}
+	return s.pushLocked(op{kind: opMark, buf: buf})
+}
+
+// dropLateMarkLocked forgets the late mark of ref, if any. Hold mu.
+func (s *Store) dropLateMarkLocked(ref msgRef) {
+	for _, m := range s.lateMarks {
+		if _, ok := m[ref]; ok {
+			delete(m, ref)
+			s.late--
+			return
+		}
+	}
+}
+
+// ageMarksLocked queues the older late marks and ages the newer ones; with all, it
+// queues both generations. Hold mu.
+func (s *Store) ageMarksLocked(all bool) {
+	if s.late == 0 {
+		return
+	}
+	for i := 1; i >= 0; i-- {
+		if i == 0 && !all {
+			break
+		}
+		for ref, n := range s.lateMarks[i] {
+			s.pushMarkLocked(ref, n)
+		}
+		s.late -= len(s.lateMarks[i])
+		clear(s.lateMarks[i])
+	}
+	s.lateMarks[0], s.lateMarks[1] = s.lateMarks[1], s.lateMarks[0]
 }
 
 // Flush waits until everything submitted before it (appends, removals, marks) is
@@ -139,6 +196,7 @@ func (s *Store) Flush() error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	s.ageMarksLocked(true)
 	s.pushLocked(op{kind: opFlush, done: func(err error) { ch <- err }})
 	s.urgent++
 	wake := s.urgent == 1
@@ -201,13 +259,17 @@ func (s *Store) writeLoop() {
 		}
 		s.mu.Lock()
 		stopping := s.stopping
+		if timeout || stopping {
+			s.ageMarksLocked(stopping)
+		}
 		n := s.npending
 		if n == 0 || (!timeout && !stopping && s.urgent == 0 && n < s.maxBatch) {
+			late := s.late
 			s.mu.Unlock()
 			if n == 0 && stopping {
 				return
 			}
-			if n > 0 && !armed {
+			if (n > 0 || late > 0) && !armed {
 				timer.Reset(removeDelay)
 				armed = true
 			}
@@ -216,14 +278,19 @@ func (s *Store) writeLoop() {
 		blocks := s.pending
 		s.pending = spare[:0]
 		s.npending, s.urgent = 0, 0
+		late := s.late
 		s.mu.Unlock()
-		if armed {
+		if armed && late == 0 {
 			timer.Stop()
 			armed = false
 		}
 
 		s.cancelSettled(blocks)
 		s.writeBatch(blocks)
+		if late > 0 && !armed {
+			timer.Reset(removeDelay)
+			armed = true
+		}
 
 		clear(blocks)
 		spare = blocks[:0]

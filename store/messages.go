@@ -250,6 +250,14 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 			delete(s.marked, r)
 		}
 	}
+	for _, m := range s.lateMarks {
+		for r := range m {
+			if r.queueID == queueID {
+				delete(m, r)
+				s.late--
+			}
+		}
+	}
 	s.mu.Unlock()
 	if err := s.removePrefix(queuePrefix(queueID)); err != nil {
 		return fmt.Errorf("store: remove queue %d: %w", queueID, err)

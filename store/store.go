@@ -84,7 +84,11 @@ type Store struct {
 	backlog  int64               // bytes of appends submitted and not yet completed
 	waiters  int                 // Appends blocked on the backlog cap
 	stopping bool                // no more submissions
-	marked   map[msgRef]struct{} // messages with a delivery-mark record
+	marked   map[msgRef]struct{} // messages with a delivery-mark record (written or queued)
+	// lateMarks are first delivery marks not yet queued, and late their number
+	// (journal.go).
+	lateMarks [2]map[msgRef]uint32
+	late      int
 
 	gcRuns atomic.Int64 // value-log GC rounds started, for tests
 	// cancelled counts appends removed before their group commit, and so
@@ -129,6 +133,7 @@ func Open(cfg Config) (*Store, error) {
 		maxBatch:   cfg.MaxBatch,
 		maxBacklog: cfg.maxBacklog,
 		marked:     make(map[msgRef]struct{}),
+		lateMarks:  [2]map[msgRef]uint32{make(map[msgRef]uint32), make(map[msgRef]uint32)},
 		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 	}

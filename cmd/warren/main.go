@@ -75,8 +75,8 @@ func serverFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "memory-high-watermark", Value: 0.4, EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK"}, Usage: "fraction of RAM above which publishers are blocked (negative = off)"},
 		&cli.Uint64Flag{Name: "memory-high-watermark-bytes", EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK_BYTES"}, Usage: "absolute memory limit in bytes, instead of the fraction (0 = use the fraction)"},
 		&cli.Float64Flag{Name: "memory-high-watermark-paging-ratio", Value: 0.5, EnvVars: []string{"WARREN_MEMORY_HIGH_WATERMARK_PAGING_RATIO"}, Usage: "fraction of the memory high watermark above which transient messages are paged out to disk too"},
-		&cli.IntFlag{Name: "queue-memory-messages", Value: 2048, EnvVars: []string{"WARREN_QUEUE_MEMORY_MESSAGES"}, Usage: "ready messages whose bodies a queue keeps in RAM; beyond them bodies are paged out to disk"},
-		&cli.Int64Flag{Name: "queue-memory-bytes", Value: 8 << 20, EnvVars: []string{"WARREN_QUEUE_MEMORY_BYTES"}, Usage: "body bytes a queue keeps in RAM; beyond them bodies are paged out to disk"},
+		&cli.IntFlag{Name: "queue-memory-messages", Value: 16384, EnvVars: []string{"WARREN_QUEUE_MEMORY_MESSAGES"}, Usage: "ready messages whose bodies a queue keeps in RAM; beyond them bodies are paged out to disk"},
+		&cli.Int64Flag{Name: "queue-memory-bytes", Value: 16 << 20, EnvVars: []string{"WARREN_QUEUE_MEMORY_BYTES"}, Usage: "body bytes a queue keeps in RAM; beyond them bodies are paged out to disk"},
 		&cli.Uint64Flag{Name: "disk-free-limit", Value: 50_000_000, EnvVars: []string{"WARREN_DISK_FREE_LIMIT"}, Usage: "free bytes on the data dir's disk below which publishers are blocked"},
 		&cli.IntFlag{Name: "max-table-depth", Value: amqp.MaxTableDepth, EnvVars: []string{"WARREN_MAX_TABLE_DEPTH"}, Usage: fmt.Sprintf("deepest nesting of field tables and arrays accepted from clients (1-%d)", amqp.MaxTableDepth)},
 	}...)
