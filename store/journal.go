@@ -54,15 +54,15 @@ type msgRef struct{ queueID, seq uint64 }
 func (s *Store) Append(queueID, seq uint64, m *Message, done func(error)) {
 	buf := make([]byte, msgKeyLen, msgKeyLen+encodedMessageLen(m))
 	putMsgKey(buf, queueID, seq)
-	buf = appendMessage(buf, m)
-	size := appendCost(buf)
+	s.submitAppend(appendMessage(buf, m), done, true)
+}
 
+// submitAppend queues an append of buf (key, then record), waiting while the backlog
+// is over its cap. An urgent one has the writer commit without waiting for company.
+func (s *Store) submitAppend(buf []byte, done func(error), urgent bool) {
+	size := appendCost(buf)
 	s.mu.Lock()
-	for !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
-		s.waiters++
-		s.cond.Wait()
-		s.waiters--
-	}
+	s.waitBacklogLocked(size)
 	if s.stopping {
 		s.mu.Unlock()
 		if done != nil {
@@ -71,9 +71,11 @@ func (s *Store) Append(queueID, seq uint64, m *Message, done func(error)) {
 		return
 	}
 	s.backlog += size
-	s.pushLocked(op{kind: opAppend, buf: buf, done: done})
-	s.urgent++
-	wake := s.urgent == 1
+	wake := s.pushLocked(op{kind: opAppend, buf: buf, done: done})
+	if urgent {
+		s.urgent++
+		wake = s.urgent == 1
+	}
 	s.mu.Unlock()
 	if wake {
 		s.signal()
@@ -205,6 +207,16 @@ func (s *Store) Flush() error {
 		s.signal()
 	}
 	return <-ch
+}
+
+// waitBacklogLocked waits while adding size bytes would take the backlog over its cap
+// (and something is in it), or until the store stops. Hold mu.
+func (s *Store) waitBacklogLocked(size int64) {
+	for !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
+		s.waiters++
+		s.cond.Wait()
+		s.waiters--
+	}
 }
 
 // appendCost is what an append of buf counts in the backlog.

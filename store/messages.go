@@ -236,14 +236,6 @@ func (s *Store) ScanQueue(queueID uint64, fn func(seq uint64, m *Message) error)
 // RemoveQueue deletes every journal record of queueID, durably. It first waits for what
 // was submitted before it, so no earlier Append of the queue outlives it.
 func (s *Store) RemoveQueue(queueID uint64) error {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.Flush(); err != nil {
-		return err
-	}
 	s.mu.Lock()
 	for r := range s.marked {
 		if r.queueID == queueID {
@@ -259,8 +251,22 @@ func (s *Store) RemoveQueue(queueID uint64) error {
 		}
 	}
 	s.mu.Unlock()
-	if err := s.removePrefix(queuePrefix(queueID)); err != nil {
-		return fmt.Errorf("store: remove queue %d: %w", queueID, err)
+	return s.removeAll(queuePrefix(queueID), "queue", queueID)
+}
+
+// removeAll deletes every key under prefix (the records of what id names), durably,
+// after what was submitted before it.
+func (s *Store) removeAll(prefix []byte, what string, id uint64) error {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	if err := s.removePrefix(prefix); err != nil {
+		return fmt.Errorf("store: remove %s %d: %w", what, id, err)
 	}
 	return nil
 }

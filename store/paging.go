@@ -25,25 +25,7 @@ import (
 func (s *Store) Spill(pageID, seq uint64, m *Message) {
 	buf := make([]byte, msgKeyLen, msgKeyLen+encodedMessageLen(m))
 	putSpillKey(buf, pageID, seq)
-	buf = appendMessage(buf, m)
-	size := appendCost(buf)
-
-	s.mu.Lock()
-	for !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
-		s.waiters++
-		s.cond.Wait()
-		s.waiters--
-	}
-	if s.stopping {
-		s.mu.Unlock()
-		return
-	}
-	s.backlog += size
-	wake := s.pushLocked(op{kind: opAppend, buf: buf})
-	s.mu.Unlock()
-	if wake {
-		s.signal()
-	}
+	s.submitAppend(appendMessage(buf, m), nil, false)
 }
 
 // Unspill deletes spilled message seq of pageID, batched like Remove.
@@ -65,19 +47,7 @@ func (s *Store) Unspill(pageID, seq uint64) {
 // RemoveSpilled deletes every spilled message of pageID, after what was
 // submitted before it.
 func (s *Store) RemoveSpilled(pageID uint64) error {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.Flush(); err != nil {
-		return err
-	}
-	prefix := binary.BigEndian.AppendUint64([]byte{prefixSpill}, pageID)
-	if err := s.removePrefix(prefix); err != nil {
-		return fmt.Errorf("store: remove spilled %d: %w", pageID, err)
-	}
-	return nil
+	return s.removeAll(binary.BigEndian.AppendUint64([]byte{prefixSpill}, pageID), "spilled messages", pageID)
 }
 
 // ReadMessages pages messages in: for each seq of seqs (ascending) it calls

@@ -167,10 +167,8 @@ func (s *Store) submitSets(ops []op, urgent bool, done func(error)) {
 		}
 	}
 	s.mu.Lock()
-	for urgent && !s.stopping && s.backlog > 0 && s.backlog+size > s.maxBacklog {
-		s.waiters++
-		s.cond.Wait()
-		s.waiters--
+	if urgent {
+		s.waitBacklogLocked(size)
 	}
 	if s.stopping {
 		s.mu.Unlock()
@@ -346,16 +344,5 @@ func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match fun
 // RemoveStream deletes every record of streamID, durably. It first waits for
 // what was submitted before it.
 func (s *Store) RemoveStream(streamID uint64) error {
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if err := s.Flush(); err != nil {
-		return err
-	}
-	if err := s.removePrefix(streamPrefix(streamID, 0)); err != nil {
-		return fmt.Errorf("store: remove stream %d: %w", streamID, err)
-	}
-	return nil
+	return s.removeAll(streamPrefix(streamID, 0), "stream", streamID)
 }

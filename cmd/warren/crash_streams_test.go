@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -62,7 +61,7 @@ func TestCrashKeepsConfirmedStreamMessages(t *testing.T) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for p := 0; p < publishers; p++ {
-			wg.Go(func() { publishStreamUntilKilled(url, p, &next[p], confirmed[p], &mu) })
+			wg.Go(func() { publishUntilKilled(url, "", "log", amqp091.Transient, p, &next[p], confirmed[p], &mu) })
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
@@ -154,43 +153,4 @@ func TestCrashKeepsConfirmedStreamMessages(t *testing.T) {
 		t.Fatal("named consumer got nothing")
 	}
 	t.Logf("%d confirmed stream messages over 2 crashes, %d recovered", total, q.Messages)
-}
-
-// publishStreamUntilKilled appends "p:seq" messages to stream "log" with
-// confirms until the connection fails, recording the confirmed ones.
-func publishStreamUntilKilled(url string, p int, next *int, confirmed map[int]bool, mu *sync.Mutex) {
-	c, err := amqp091.Dial(url)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		return
-	}
-	if err := ch.Confirm(false); err != nil {
-		return
-	}
-	start := *next
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1024))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for cf := range confirms {
-			if cf.Ack {
-				mu.Lock()
-				confirmed[start+int(cf.DeliveryTag)-1] = true
-				mu.Unlock()
-			}
-		}
-	}()
-	for {
-		err := ch.PublishWithContext(context.Background(), "", "log", false, false, amqp091.Publishing{Body: []byte(fmt.Sprintf("%d:%d", p, *next))})
-		if err != nil {
-			break
-		}
-		*next++
-	}
-	c.Close()
-	<-done
 }

@@ -64,7 +64,7 @@ func TestCrashKeepsConfirmedMessages(t *testing.T) {
 			wg.Add(1)
 			go func(p int) {
 				defer wg.Done()
-				publishUntilKilled(url, p, &next[p], confirmed[p], &mu)
+				publishUntilKilled(url, "crash.x", "k", amqp091.Persistent, p, &next[p], confirmed[p], &mu)
 			}(p)
 		}
 		// Let some confirms through, then kill at a random point.
@@ -143,9 +143,10 @@ func TestCrashKeepsConfirmedMessages(t *testing.T) {
 	t.Logf("%d confirmed messages over 3 crashes, %d recovered", total, q.Messages)
 }
 
-// publishUntilKilled publishes persistent messages "p:seq" with confirms
-// until the connection fails, recording the confirmed sequence numbers.
-func publishUntilKilled(url string, p int, next *int, confirmed map[int]bool, mu *sync.Mutex) {
+// publishUntilKilled publishes messages "p:seq" (delivery mode mode) to
+// exchange ex with routing key key, with confirms, until the connection
+// fails, recording the confirmed sequence numbers.
+func publishUntilKilled(url, ex, key string, mode uint8, p int, next *int, confirmed map[int]bool, mu *sync.Mutex) {
 	c, err := amqp091.Dial(url)
 	if err != nil {
 		return
@@ -173,8 +174,8 @@ func publishUntilKilled(url string, p int, next *int, confirmed map[int]bool, mu
 	}()
 	for {
 		body := fmt.Sprintf("%d:%d", p, *next)
-		err := ch.PublishWithContext(context.Background(), "crash.x", "k", false, false, amqp091.Publishing{
-			DeliveryMode: amqp091.Persistent,
+		err := ch.PublishWithContext(context.Background(), ex, key, false, false, amqp091.Publishing{
+			DeliveryMode: mode,
 			Body:         []byte(body),
 		})
 		if err != nil {
