@@ -65,6 +65,29 @@ func TestAmqplib(t *testing.T) {
 	}
 }
 
+func TestPikaStream(t *testing.T) {
+	need(t, "/usr/lib/python3/dist-packages/pika")
+	s := brokertest.Start(t, nil)
+	out := run(t, "/usr/bin/python3", "pika_stream_scenario.py", s.URL)
+	if !strings.Contains(out, "pika stream scenario ok") {
+		t.Fatalf("unexpected output: %s", out)
+	}
+}
+
+func TestAmqplibStream(t *testing.T) {
+	need(t, filepath.Join("node_modules", "amqplib"))
+	node, err := exec.LookPath("node")
+	if err != nil {
+		need(t, "/usr/bin/node")
+		node = "/usr/bin/node"
+	}
+	s := brokertest.Start(t, nil)
+	out := run(t, node, "amqplib_stream_scenario.js", s.URL)
+	if !strings.Contains(out, "amqplib stream scenario ok") {
+		t.Fatalf("unexpected output: %s", out)
+	}
+}
+
 func TestAmqpTools(t *testing.T) {
 	need(t, "/usr/bin/amqp-publish")
 	s := brokertest.Start(t, nil)
