@@ -29,7 +29,15 @@ type channel struct {
 	// globalPrefetch is the channel-wide limit (0 = none); globalUnacked
 	// counts consumer deliveries awaiting acknowledgement.
 	globalPrefetch atomic.Int32
-	globalUnacked  atomic.Int32
+	// shown is what the management API reports of the reader-owned
+	// prefetch, confirm and tx fields: written by the reader, read by
+	// snapshots.
+	shown struct {
+		prefetch atomic.Int32
+		confirm  atomic.Bool
+		tx       atomic.Bool
+	}
+	globalUnacked atomic.Int32
 	// paused is set by channel.flow{active=false} from the client.
 	paused atomic.Bool
 
@@ -184,6 +192,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 			return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassConfirm, 10, "cannot switch from tx to confirm mode")
 		}
 		ch.confirm = true
+		ch.shown.confirm.Store(true)
 		if !m.NoWait {
 			ch.c.send(ch.id, &amqp.ConfirmSelectOk{})
 		}
@@ -193,6 +202,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 			return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 10, "cannot switch from confirm to tx mode")
 		}
 		ch.tx = true
+		ch.shown.tx.Store(true)
 		ch.c.send(ch.id, &amqp.TxSelectOk{})
 		return nil
 	case *amqp.TxCommit:

@@ -131,6 +131,7 @@ func (ch *channel) qos(m *amqp.BasicQos) error {
 		ch.globalPrefetch.Store(int32(m.PrefetchCount))
 	} else {
 		ch.prefetch = int(m.PrefetchCount)
+		ch.shown.prefetch.Store(int32(m.PrefetchCount))
 		// RabbitMQ unlimits the channel's limiter here too: a per-consumer
 		// qos lifts the channel-wide limit.
 		ch.globalPrefetch.Store(0)

@@ -103,8 +103,12 @@ type ChannelInfo struct {
 	VHost, User  string
 	Consumers    int
 	Unacked      int
-	// GlobalPrefetch is the channel-wide prefetch (0 = none).
+	// GlobalPrefetch is the channel-wide prefetch (0 = none); Prefetch
+	// the one given to new consumers.
 	GlobalPrefetch int
+	Prefetch       int
+	// Confirm and Transactional tell the channel's mode.
+	Confirm, Transactional bool
 }
 
 // ConsumerInfo describes a consumer.
@@ -397,6 +401,9 @@ func (b *Broker) Channels() []ChannelInfo {
 		ci := ChannelInfo{
 			Connection: connName(c), ConnectionID: c.id, Number: ch.id,
 			GlobalPrefetch: int(ch.globalPrefetch.Load()),
+			Prefetch:       int(ch.shown.prefetch.Load()),
+			Confirm:        ch.shown.confirm.Load(),
+			Transactional:  ch.shown.tx.Load(),
 		}
 		if c.vhost != nil {
 			ci.VHost = c.vhost.name

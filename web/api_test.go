@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -300,7 +301,8 @@ func TestConnectionsChannelsConsumers(t *testing.T) {
 		t.Fatalf("channels = %v", chans)
 	}
 	cj := chans[0].(map[string]any)
-	if cj["number"] != 1.0 || cj["consumer_count"] != 1.0 || cj["user"] != "guest" || cj["connection_details"].(map[string]any)["name"] != name {
+	if cj["number"] != 1.0 || cj["consumer_count"] != 1.0 || cj["user"] != "guest" || cj["connection_details"].(map[string]any)["name"] != name ||
+		cj["prefetch_count"] != 3.0 || cj["confirm"] != false || cj["transactional"] != false {
 		t.Errorf("channel = %v", cj)
 	}
 	e.must(200, "GET", "/api/vhosts/%2F/channels", nil)
@@ -536,5 +538,36 @@ func TestPublishAndGetNeedPermissions(t *testing.T) {
 	e.must(http.StatusOK, "POST", "/api/exchanges/%2F/amq.default/publish", pub, "m", "m-pass")
 	if got := e.must(http.StatusOK, "POST", "/api/queues/%2F/perm-q/get", get, "m", "m-pass").list(t); len(got) != 1 {
 		t.Fatalf("get returned %d messages", len(got))
+	}
+}
+
+func TestChannelModesShown(t *testing.T) {
+	e := newEnv(t)
+	conn, err := amqp091.Dial(e.bs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, mode := range []string{"confirm", "tx"} {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode == "confirm" {
+			err = ch.Confirm(false)
+		} else {
+			err = ch.Tx()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range e.must(200, "GET", "/api/channels", nil).list(t) {
+		cj := c.(map[string]any)
+		seen[fmt.Sprint(cj["number"], cj["confirm"], cj["transactional"])] = true
+	}
+	if !seen["1 true false"] || !seen["2 false true"] {
+		t.Fatalf("channel modes: %v", seen)
 	}
 }

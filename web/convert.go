@@ -378,10 +378,10 @@ func channelJSON(c broker.ChannelInfo) item {
 		"state":                   "running",
 		"consumer_count":          c.Consumers,
 		"messages_unacknowledged": c.Unacked,
-		"prefetch_count":          0,
+		"prefetch_count":          c.Prefetch,
 		"global_prefetch_count":   c.GlobalPrefetch,
-		"confirm":                 false,
-		"transactional":           false,
+		"confirm":                 c.Confirm,
+		"transactional":           c.Transactional,
 	}
 }
 
