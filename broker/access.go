@@ -357,6 +357,22 @@ func (b *Broker) loopbackOnly(username string, addr net.Addr) bool {
 	return !isLoopback(addr)
 }
 
+// LoopbackOnly reports whether username may log in only from a loopback
+// address (Config.LoopbackUsers) and remoteAddr (host:port, as
+// http.Request.RemoteAddr) is not one: the management API refuses such a
+// login as RabbitMQ's does.
+func (b *Broker) LoopbackOnly(username, remoteAddr string) bool {
+	if !slices.Contains(b.cfg.LoopbackUsers, username) {
+		return false
+	}
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
 func isLoopback(addr net.Addr) bool {
 	var ip net.IP
 	switch a := addr.(type) {

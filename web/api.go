@@ -202,6 +202,10 @@ func (s *Server) auth(l level, f handlerFunc) http.Handler {
 			unauthorised(w, r, "Login failed")
 			return
 		}
+		if s.b.LoopbackOnly(u.Name, r.RemoteAddr) {
+			unauthorised(w, r, "User can only log in via localhost")
+			return
+		}
 		p := &principal{name: u.Name, tags: u.Tags}
 		if !p.management() {
 			unauthorised(w, r, "Not management user")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -569,5 +570,26 @@ func TestChannelModesShown(t *testing.T) {
 	}
 	if !seen["1 true false"] || !seen["2 false true"] {
 		t.Fatalf("channel modes: %v", seen)
+	}
+}
+
+func TestGuestOnlyFromLoopback(t *testing.T) {
+	e := newEnv(t)
+	h := e.srv.Handler()
+	for _, c := range []struct {
+		remote string
+		code   int
+	}{{"127.0.0.1:50000", 200}, {"[::1]:50000", 200}, {"192.0.2.7:50000", 401}} {
+		r := httptest.NewRequest("GET", "/api/whoami", nil)
+		r.RemoteAddr = c.remote
+		r.SetBasicAuth("guest", "guest")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code {
+			t.Fatalf("guest from %s: %d %s", c.remote, w.Code, w.Body)
+		}
+		if c.code == 401 && !strings.Contains(w.Body.String(), "User can only log in via localhost") {
+			t.Fatalf("reason: %s", w.Body)
+		}
 	}
 }
