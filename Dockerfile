@@ -13,6 +13,11 @@ FROM scratch
 COPY --from=build /out/warren /usr/local/bin/warren
 COPY --from=build --chown=65532:65532 /out/data /var/lib/warren
 ENV WARREN_DATA_DIR=/var/lib/warren
+# Clients reach a container from outside its loopback: as in RabbitMQ's official
+# image (loopback_users.guest = false), guest may log in from anywhere. Set
+# WARREN_DEFAULT_USER/WARREN_DEFAULT_PASS, or WARREN_LOOPBACK_USERS=guest, for anything
+# but a trial.
+ENV WARREN_LOOPBACK_USERS=""
 VOLUME /var/lib/warren
 EXPOSE 5672 5671 15672 15692
 USER 65532:65532
