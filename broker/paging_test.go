@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
 
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
@@ -191,4 +194,74 @@ func TestPagingRestartKeepsIndexOnly(t *testing.T) {
 		t.Fatalf("recovered %d, %d paged out", qi.Ready, qi.PagedOut)
 	}
 	consumeInOrder(t, open(t, dial(t, s)), "deep", "m", n)
+}
+
+// TestPagingUnderConcurrency publishes from several connections into a
+// durable queue with a tiny window while consumers ack, reject and requeue;
+// every message arrives, the queue drains, and deleting it and closing the
+// broker leave no pager behind.
+func TestPagingUnderConcurrency(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	s := brokertest.Start(t, &broker.Config{QueueMemoryMessages: 8, QueueMemoryBytes: 1 << 20})
+	ch := open(t, dial(t, s))
+	if _, err := ch.QueueDeclare("busy", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	const pubs, per = 4, 400
+	var wg sync.WaitGroup
+	for p := 0; p < pubs; p++ {
+		pch := open(t, dial(t, s))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mode := amqp091.Persistent
+			if p%2 == 1 {
+				mode = amqp091.Transient
+			}
+			confirmedPublish(t, pch, "busy", fmt.Sprintf("p%d-", p), per, mode, amqp091.Publishing{})
+		}()
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	for c := 0; c < 2; c++ {
+		cch := open(t, dial(t, s))
+		if err := cch.Qos(3, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		d, err := cch.Consume("busy", "", false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			n := 0
+			for m := range d {
+				n++
+				if n%7 == 0 && !m.Redelivered {
+					_ = m.Nack(false, true)
+					continue
+				}
+				_ = m.Ack(false)
+				mu.Lock()
+				seen[string(m.Body)] = true
+				all := len(seen) == pubs*per
+				mu.Unlock()
+				if all {
+					close(done)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("%d of %d messages arrived", len(seen), pubs*per)
+	}
+	if _, err := ch.QueueDelete("busy", false, false, false); err != nil {
+		t.Fatal(err)
+	}
 }
