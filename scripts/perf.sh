@@ -249,6 +249,20 @@ sc9() { # publish QUEUED messages with no consumer; peak RSS while they are queu
   add s9rss "$b" "$(awk -v k="$peak" 'BEGIN {printf "%.1f", k / 1024}')"
 }
 
+# Streams (STREAMS=0 skips them): one stream queue, 100 B persistent messages,
+# 1 publisher with confirms (window 1000) and 1 consumer reading at the tail
+# (prefetch 1000, multiple ack every 100), then 4 and 4.
+STREAMS=${STREAMS:-1}
+sc10() {
+  local j x
+  for x in 1 4; do
+    j=$(bench "$1" -x "$x" -y "$x" -s 100 --persistent --confirm 1000 --prefetch 1000 --multi-ack 100 \
+      --auto-delete=false --queue-args x-queue-type=stream --duration "${S}s")
+    add "s10p$x" "$1" "$(jf "$j" send_rate)"
+    add "s10c$x" "$1" "$(jf "$j" receive_rate)"
+  done
+}
+
 for round in $(seq "$RUNS"); do
   log "round $round/$RUNS: starting brokers"
   start_rabbit
@@ -265,6 +279,7 @@ for round in $(seq "$RUNS"); do
   scs="sc6 sc1 sc2 sc3 sc4 sc5"
   [ "$DURABLE" = 0 ] || scs="$scs sc8"
   [ "$DURABLE" = 0 ] || [ "$round" != 1 ] || scs="$scs sc9"
+  [ "$STREAMS" = 0 ] || scs="$scs sc10"
   if [ -n "${SCENARIOS:-}" ]; then scs=$SCENARIOS; fi
   for sc in $scs; do
     for b in $order; do
@@ -319,4 +334,10 @@ if [ "$DURABLE" != 0 ]; then
   row s8x16 "8. … 16 publishers"
   row s9 "9. $QUEUED persistent 16 B queued (no consumer), confirms: publish msg/s"
   row s9rss "9. … broker peak RSS while queued (and deleted), MiB"
+fi
+if [ "$STREAMS" != 0 ]; then
+  row s10p1 "10. stream, 100 B, 1 publisher (confirms, window 1000) + 1 consumer at the tail: confirmed msg/s"
+  row s10c1 "10. … consumed msg/s"
+  row s10p4 "10. … 4 publishers + 4 consumers (each reads all): confirmed msg/s"
+  row s10c4 "10. … consumed msg/s (sum)"
 fi
