@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -136,6 +137,9 @@ func parseMaxAge(s string) (time.Duration, bool) {
 		unit = time.Second
 	default:
 		return 0, false
+	}
+	if n > uint64(math.MaxInt64/unit) {
+		return 0, false // beyond what a duration holds (~292 years)
 	}
 	return time.Duration(n) * unit, true
 }

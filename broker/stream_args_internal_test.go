@@ -1,0 +1,55 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+func TestParseMaxAge(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"7D", 7 * 24 * time.Hour, true},
+		{"1Y", 365 * 24 * time.Hour, true},
+		{"30m", 30 * time.Minute, true},
+		{"10s", 10 * time.Second, true},
+		{"290Y", 290 * 365 * 24 * time.Hour, true},
+		{"300Y", 0, false}, // past time.Duration
+		{"4294967295Y", 0, false},
+		{"D", 0, false},
+		{"-1D", 0, false},
+		{"1w", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseMaxAge(c.in)
+		if ok != c.ok || got != c.want {
+			t.Errorf("parseMaxAge(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// Consumer arguments of every AMQP type are answered, never a panic.
+func TestParseStreamConsumeArgsAnyType(t *testing.T) {
+	values := []any{nil, true, int8(-1), uint8(2), int16(-3), uint16(4), int32(-5), uint32(6), int64(-7),
+		uint64(1 << 63), float32(1.5), float64(-2.5), "first", "last", "next", "1h", "bogus", "",
+		[]byte("x"), []any{"a", 1, nil}, []any{}, amqp.Table{"a": 1}, time.Unix(1e9, 0),
+		amqp.Decimal{Scale: 2, Value: 5}}
+	keys := []string{"x-stream-offset", "x-stream-filter", "x-stream-match-unfiltered",
+		"x-stream-consumer-name", "x-single-active-consumer"}
+	for _, k := range keys {
+		for _, v := range values {
+			_, err := parseStreamConsumeArgs(amqp.Table{k: v}, "s", "/", time.Now())
+			if err != nil {
+				var ae *amqp.Error
+				if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+					t.Errorf("%s=%#v: %v", k, v, err)
+				}
+			}
+		}
+	}
+}
