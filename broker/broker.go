@@ -184,6 +184,8 @@ type Broker struct {
 	users  map[string]*user
 	conns  map[*conn]struct{}
 	closed bool
+	// globals are the global runtime parameters (globals.go).
+	globals map[string]*globalParam
 
 	// defMu serialises definition changes (declare, delete, bind) so that
 	// each one's store write happens in order, with no vhost lock held.

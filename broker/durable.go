@@ -88,6 +88,7 @@ func (b *Broker) recover() error {
 		b.vhosts[v.Name] = vh
 	}
 	b.recoverPolicies(defs.Policies)
+	b.recoverGlobalsLocked(defs.GlobalParameters)
 	for _, u := range defs.Users {
 		b.users[u.Name] = &user{name: u.Name, hash: u.PasswordHash, algorithm: u.HashAlgorithm, tags: u.Tags, storeID: u.ID}
 	}

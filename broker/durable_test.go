@@ -270,3 +270,26 @@ func TestTopicPermissionsSurviveRestart(t *testing.T) {
 		t.Fatalf("TopicPermissions after clear and restart = %+v", got)
 	}
 }
+
+func TestGlobalParametersSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := startOn(t, dir)
+	for _, name := range []string{"cluster_name", "other"} {
+		if created, err := s.SetGlobalParameter(name, []byte(`"`+name+`-1"`)); err != nil || !created {
+			t.Fatalf("set %s: %v %v", name, created, err)
+		}
+	}
+	if created, err := s.SetGlobalParameter("cluster_name", []byte(`"warren-a"`)); err != nil || created {
+		t.Fatalf("overwrite: %v %v", created, err)
+	}
+	if found, err := s.DeleteGlobalParameter("other"); err != nil || !found {
+		t.Fatalf("delete: %v %v", found, err)
+	}
+	stop()
+	s, stop = startOn(t, dir)
+	defer stop()
+	got := s.GlobalParameters()
+	if len(got) != 1 || got[0].Name != "cluster_name" || string(got[0].Value) != `"warren-a"` {
+		t.Fatalf("after restart: %+v", got)
+	}
+}

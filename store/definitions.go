@@ -24,10 +24,11 @@ const (
 	KindBinding
 	KindPolicy
 	KindTopicPermission
+	KindGlobalParameter
 	kindEnd
 )
 
-var kindNames = [...]string{"", "vhost", "user", "permission", "exchange", "queue", "binding", "policy", "topic permission"}
+var kindNames = [...]string{"", "vhost", "user", "permission", "exchange", "queue", "binding", "policy", "topic permission", "global parameter"}
 
 func (k Kind) String() string {
 	if k.valid() {
@@ -67,6 +68,14 @@ type Permission struct {
 type TopicPermission struct {
 	ID                                 uint64
 	User, VHost, Exchange, Write, Read string
+}
+
+// GlobalParameter is a global runtime parameter (RabbitMQ's
+// /api/global-parameters, e.g. cluster_name). Value is its JSON, opaque to the store.
+type GlobalParameter struct {
+	ID    uint64
+	Name  string
+	Value []byte
 }
 
 // Exchange is an exchange declaration. Args is an encoded AMQP table, opaque to the store.
@@ -116,6 +125,7 @@ type Definitions struct {
 	Policies    []Policy
 
 	TopicPermissions []TopicPermission
+	GlobalParameters []GlobalParameter
 
 	// Corrupt counts records that failed their checksum or did not decode; they are
 	// left out above and logged.
@@ -206,6 +216,17 @@ func decodeTopicPermission(id uint64, d *decoder) TopicPermission {
 	return TopicPermission{ID: id, User: d.string(), VHost: d.string(), Exchange: d.string(), Write: d.string(), Read: d.string()}
 }
 
+func (g *GlobalParameter) kind() Kind      { return KindGlobalParameter }
+func (g *GlobalParameter) id() uint64      { return g.ID }
+func (g *GlobalParameter) setID(id uint64) { g.ID = id }
+func (g *GlobalParameter) appendTo(b []byte) []byte {
+	return appendBytes(appendString(b, g.Name), g.Value)
+}
+
+func decodeGlobalParameter(id uint64, d *decoder) GlobalParameter {
+	return GlobalParameter{ID: id, Name: d.string(), Value: d.bytes()}
+}
+
 func (e *Exchange) kind() Kind      { return KindExchange }
 func (e *Exchange) id() uint64      { return e.ID }
 func (e *Exchange) setID(id uint64) { e.ID = id }
@@ -277,7 +298,7 @@ func decodePolicy(id uint64, d *decoder) Policy {
 		Priority: int(d.varint()), Definition: d.bytes(), Operator: d.bool()}
 }
 
-// Put stores def, one of *VHost, *User, *Permission, *TopicPermission, *Exchange,
+// Put stores def, one of *VHost, *User, *Permission, *TopicPermission, *GlobalParameter, *Exchange,
 // *Queue, *Binding or *Policy. An ID of 0 creates a record under a new id, which is set in def and returned;
 // any other ID overwrites that record. Put returns once the record is on disk (fsynced
 // unless Config.NoSync). Ids of a kind are never reused, even after Delete.
@@ -365,6 +386,7 @@ func (s *Store) LoadDefinitions() (*Definitions, error) {
 			loadKind(s, txn, KindBinding, decodeBinding, &defs.Bindings, &defs.Corrupt),
 			loadKind(s, txn, KindPolicy, decodePolicy, &defs.Policies, &defs.Corrupt),
 			loadKind(s, txn, KindTopicPermission, decodeTopicPermission, &defs.TopicPermissions, &defs.Corrupt),
+			loadKind(s, txn, KindGlobalParameter, decodeGlobalParameter, &defs.GlobalParameters, &defs.Corrupt),
 		)
 	})
 	if err != nil {

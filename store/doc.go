@@ -41,7 +41,7 @@
 //	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
-// 8 topic permission.
+// 8 topic permission, 9 global parameter.
 // A queue's journal records all share the prefix 'm' queueID(8), which RemoveQueue
 // deletes. A stream queue's records share the prefix 's' queueID(8), which RemoveStream
 // deletes; a stream's segments are runs of chunks (the segment number is in each chunk
@@ -82,6 +82,7 @@
 //	user                      str name, bytes password hash, str hash algorithm, strs tags
 //	permission                str user, str vhost, str configure, str write, str read
 //	topic permission          str user, str vhost, str exchange, str write, str read
+//	global parameter          str name, bytes value (JSON)
 //	exchange                  str vhost, str name, str type, bool durable,
 //	                          bool auto-delete, bool internal, bytes args
 //	queue                     str vhost, str name, bool durable, bool exclusive,

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
-	"sync"
+
+	"go.uber.org/zap"
 
 	"github.com/warrenmq/warren/broker"
 )
@@ -260,48 +260,41 @@ func parameterRefusal(component string) string {
 	return fmt.Sprintf("Validation failed\n\ncomponent %s not found\n", component)
 }
 
-// globalParams is the in-memory store of global parameters.
-type globalParams struct {
-	mu sync.Mutex
-	m  map[string]any
-}
+// globalParams are the broker's global parameters, with JSON values.
+type globalParams struct{ b *broker.Broker }
 
-func (g *globalParams) list() []item {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	items := make([]item, 0, len(g.m))
-	for name, v := range g.m {
-		items = append(items, item{"name": name, "value": v})
+func (g globalParams) list() []item {
+	ps := g.b.GlobalParameters()
+	items := make([]item, 0, len(ps))
+	for _, p := range ps {
+		var v any
+		_ = json.Unmarshal(p.Value, &v)
+		items = append(items, item{"name": p.Name, "value": v})
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i]["name"].(string) < items[j]["name"].(string) })
 	return items
 }
 
-func (g *globalParams) get(name string) (any, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	v, ok := g.m[name]
-	return v, ok
+func (g globalParams) get(name string) (any, bool) {
+	raw, ok := g.b.GlobalParameterValue(name)
+	if !ok {
+		return nil, false
+	}
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return v, true
 }
 
 // set stores a value and reports whether the name was new.
-func (g *globalParams) set(name string, v any) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.m == nil {
-		g.m = make(map[string]any)
+func (g globalParams) set(name string, v any) (bool, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return false, err
 	}
-	_, existed := g.m[name]
-	g.m[name] = v
-	return !existed
+	return g.b.SetGlobalParameter(name, raw)
 }
 
-func (g *globalParams) delete(name string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.m[name]
-	delete(g.m, name)
-	return ok
+func (g globalParams) delete(name string) (bool, error) {
+	return g.b.DeleteGlobalParameter(name)
 }
 
 func (s *Server) getGlobalParameters(w http.ResponseWriter, r *http.Request, p *principal) {
@@ -329,7 +322,13 @@ func (s *Server) putGlobalParameter(w http.ResponseWriter, r *http.Request, p *p
 		badRequest(w, "value must be set")
 		return
 	}
-	if s.globals.set(pathValue(r, "name"), v) {
+	created, err := s.globals.set(pathValue(r, "name"), v)
+	if err != nil {
+		s.log.Error("storing a global parameter", zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	if created {
 		w.WriteHeader(http.StatusCreated)
 		return
 	}
@@ -337,7 +336,13 @@ func (s *Server) putGlobalParameter(w http.ResponseWriter, r *http.Request, p *p
 }
 
 func (s *Server) deleteGlobalParameter(w http.ResponseWriter, r *http.Request, p *principal) {
-	if !s.globals.delete(pathValue(r, "name")) {
+	found, err := s.globals.delete(pathValue(r, "name"))
+	if err != nil {
+		s.log.Error("deleting a global parameter", zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	if !found {
 		notFound(w)
 		return
 	}

@@ -242,7 +242,9 @@ func (s *Server) importDefinitions(d *definitions, vhost string) error {
 		}
 		for _, g := range d.GlobalParameters {
 			if name := str(g, "name"); name != "" {
-				s.globals.set(name, g["value"])
+				if _, err := s.globals.set(name, g["value"]); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -74,7 +74,7 @@ func New(cfg Config, b *broker.Broker) (*Server, error) {
 		return nil, errors.New("web: nil broker")
 	}
 	cfg.setDefaults()
-	s := &Server{cfg: cfg, b: b, log: cfg.Logger, stop: make(chan struct{})}
+	s := &Server{cfg: cfg, b: b, log: cfg.Logger, stop: make(chan struct{}), globals: globalParams{b}}
 	s.rates = newRates(cfg.SampleInterval)
 	return s, nil
 }
