@@ -88,14 +88,22 @@ func (qe *queueEntity) pageOutAllLocked() int {
 	if n, bytes := qe.q.Resident(); n <= keep && bytes <= keepBytes {
 		return 0
 	}
+	// Bounded per call, so that the queue's lock is not held for long: the
+	// monitor comes back at its next sample.
+	n := 0
 	return qe.q.PageOutEach(keep, keepBytes, func(seq uint64, m *queue.Message) (ok, spilled, more bool) {
+		n++
 		if qe.journaled(m) {
-			return true, false, true
+			return true, false, n < pageOutBatch
 		}
 		qe.spillLocked(seq, m)
-		return true, true, true
+		return true, true, n < pageOutBatch
 	})
 }
+
+// pageOutBatch is how many messages pageOutAllLocked pages out of a queue
+// at most per call.
+const pageOutBatch = 16384
 
 // pageOutAll pages out every queue's messages beyond its window: the
 // resource monitor's answer to memory pressure.
