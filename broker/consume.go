@@ -196,19 +196,25 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		}
 		return err
 	}
+	ch.registerConsumerLocked(qe, cons, tag, m.NoWait)
+	qe.mu.Unlock()
+	return nil
+}
+
+// registerConsumerLocked records cons, just added to qe's consumers, on
+// the channel, answers basic.consume (consume-ok goes out before the first
+// delivery) and dispatches. Hold qe.mu.
+func (ch *channel) registerConsumerLocked(qe *queueEntity, cons *consumer, tag string, noWait bool) {
 	qe.hadConsumer = true
 	qe.touchLocked()
 	cons.timeout = qe.fx.set.consumerTimeout
 	ch.mu.Lock()
 	ch.consumers[tag] = cons
 	ch.mu.Unlock()
-	// consume-ok goes out before the first delivery.
-	if !m.NoWait {
+	if !noWait {
 		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
 	}
 	qe.dispatchLocked()
-	qe.mu.Unlock()
-	return nil
 }
 
 func (ch *channel) cancel(m *amqp.BasicCancel) error {

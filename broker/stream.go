@@ -474,16 +474,7 @@ func (ch *channel) consumeStream(qe *queueEntity, m *amqp.BasicConsume, tag stri
 		ss.s.SetPartition(partition)
 	}
 	ss.s.AddConsumer(sc)
-	qe.hadConsumer = true
-	qe.touchLocked()
-	cons.timeout = qe.fx.set.consumerTimeout
-	ch.mu.Lock()
-	ch.consumers[tag] = cons
-	ch.mu.Unlock()
-	if !m.NoWait {
-		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
-	}
-	qe.streamDispatchLocked()
+	ch.registerConsumerLocked(qe, cons, tag, m.NoWait)
 	qe.mu.Unlock()
 	return nil
 }

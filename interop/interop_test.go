@@ -42,16 +42,19 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-func TestPika(t *testing.T) {
+// runPika runs a pika scenario script against a fresh broker; it must
+// print "<name> ok".
+func runPika(t *testing.T, script, name string) {
 	need(t, "/usr/lib/python3/dist-packages/pika")
 	s := brokertest.Start(t, nil)
-	out := run(t, "/usr/bin/python3", "pika_scenario.py", s.URL)
-	if !strings.Contains(out, "pika scenario ok") {
+	if out := run(t, "/usr/bin/python3", script, s.URL); !strings.Contains(out, name+" ok") {
 		t.Fatalf("unexpected output: %s", out)
 	}
 }
 
-func TestAmqplib(t *testing.T) {
+// runAmqplib runs an amqplib scenario script against a fresh broker; it
+// must print "<name> ok".
+func runAmqplib(t *testing.T, script, name string) {
 	need(t, filepath.Join("node_modules", "amqplib"))
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -59,33 +62,19 @@ func TestAmqplib(t *testing.T) {
 		node = "/usr/bin/node"
 	}
 	s := brokertest.Start(t, nil)
-	out := run(t, node, "amqplib_scenario.js", s.URL)
-	if !strings.Contains(out, "amqplib scenario ok") {
+	if out := run(t, node, script, s.URL); !strings.Contains(out, name+" ok") {
 		t.Fatalf("unexpected output: %s", out)
 	}
 }
 
-func TestPikaStream(t *testing.T) {
-	need(t, "/usr/lib/python3/dist-packages/pika")
-	s := brokertest.Start(t, nil)
-	out := run(t, "/usr/bin/python3", "pika_stream_scenario.py", s.URL)
-	if !strings.Contains(out, "pika stream scenario ok") {
-		t.Fatalf("unexpected output: %s", out)
-	}
-}
+func TestPika(t *testing.T) { runPika(t, "pika_scenario.py", "pika scenario") }
+
+func TestAmqplib(t *testing.T) { runAmqplib(t, "amqplib_scenario.js", "amqplib scenario") }
+
+func TestPikaStream(t *testing.T) { runPika(t, "pika_stream_scenario.py", "pika stream scenario") }
 
 func TestAmqplibStream(t *testing.T) {
-	need(t, filepath.Join("node_modules", "amqplib"))
-	node, err := exec.LookPath("node")
-	if err != nil {
-		need(t, "/usr/bin/node")
-		node = "/usr/bin/node"
-	}
-	s := brokertest.Start(t, nil)
-	out := run(t, node, "amqplib_stream_scenario.js", s.URL)
-	if !strings.Contains(out, "amqplib stream scenario ok") {
-		t.Fatalf("unexpected output: %s", out)
-	}
+	runAmqplib(t, "amqplib_stream_scenario.js", "amqplib stream scenario")
 }
 
 func TestAmqpTools(t *testing.T) {
