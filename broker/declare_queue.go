@@ -116,7 +116,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	// RabbitMQ checks the arguments of a new queue only (an existing one
 	// is compared for equivalence instead).
 	settings, err := parseQueueArgs(name, v.name, m.Arguments)
-	if err == nil && settings.stream != nil {
+	if err == nil && (settings.stream != nil || settings.quorum) {
 		err = ch.checkStreamDeclare(name, durable, m)
 	}
 	if err != nil {

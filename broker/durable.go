@@ -271,10 +271,7 @@ func (b *Broker) saveQueue(v *vhost, qe *queueEntity) error {
 		return nil
 	}
 	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
-		AutoDelete: qe.autoDelete, Args: encodeArgs(qe.args), Type: "classic"}
-	if qe.stream != nil {
-		rec.Type = "stream"
-	}
+		AutoDelete: qe.autoDelete, Args: encodeArgs(qe.args), Type: qe.typeName()}
 	_, err := st.Put(rec)
 	qe.storeID = rec.ID
 	return err
@@ -353,7 +350,7 @@ func (b *Broker) forgetBindings(v *vhost, match func(bindingKey) bool) {
 // keeps counting across a restart.
 func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expires int64, done func(error)) bool {
 	st := b.cfg.Store
-	if st == nil || !qe.durable || !msg.Persistent {
+	if !qe.journaled(msg) {
 		return false
 	}
 	st.Append(qe.storeID, seq, &store.Message{
@@ -371,7 +368,7 @@ func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
 	case st == nil:
 	case e.Spilled:
 		st.Unspill(qe.pageID, e.Seq)
-	case qe.durable && (e.Msg == nil || e.Msg.Persistent):
+	case e.Msg == nil && qe.durable, e.Msg != nil && qe.journaled(e.Msg):
 		st.Remove(qe.storeID, e.Seq)
 	}
 }
@@ -379,7 +376,7 @@ func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
 // markDelivered records the first delivery of a journaled message, so a
 // restart reports it redelivered. Hold qe.mu.
 func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
-	if st := b.cfg.Store; st != nil && qe.durable && e.Msg.Persistent && e.Deliveries == 1 {
+	if st := b.cfg.Store; qe.journaled(e.Msg) && e.Deliveries == 1 {
 		st.MarkDelivered(qe.storeID, e.Seq, e.Deliveries)
 	}
 }
@@ -388,7 +385,7 @@ func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
 // delivery settles it, a first delivery marks it. Hold qe.mu.
 func (qe *queueEntity) journalDelivery(noAck bool, e queue.Entry) {
 	b := qe.vhost.b
-	if b.cfg.Store == nil || !qe.durable || !e.Msg.Persistent {
+	if !qe.journaled(e.Msg) {
 		return
 	}
 	if noAck {

@@ -150,7 +150,7 @@ func (ch *channel) publishAtLocked(qe *queueEntity, msg *queue.Message, ttl int6
 		b := ch.c.b
 		exp := qe.expiryAt(ttl, *now)
 		var journaled bool
-		if confirmSeq != 0 && qe.durable && msg.Persistent && b.cfg.Store != nil {
+		if confirmSeq != 0 && qe.journaled(msg) {
 			ch.confirms.hold(confirmSeq)
 			journaled = b.journal(qe, seq, msg, exp, func(err error) { ch.journaled(confirmSeq, err) })
 		} else {

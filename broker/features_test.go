@@ -113,7 +113,8 @@ func TestQueueArgsInvalid(t *testing.T) {
 		{amqp091.Table{"x-queue-mode": "bogus"}, `invalid arg 'x-queue-mode' for queue 'q' in vhost '/': "unsupported queue mode 'bogus'"`},
 		{amqp091.Table{"x-max-in-memory-length": int32(1)}, "invalid arg 'x-max-in-memory-length' for queue 'q' in vhost '/' of queue type rabbit_classic_queue"},
 		{amqp091.Table{"x-delivery-limit": int32(-2)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/': {value_negative,-2}"},
-		{amqp091.Table{"x-queue-type": "quorum"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': quorum queues are not supported by this broker yet"},
+		{amqp091.Table{"x-queue-type": "quorum"}, "invalid property 'non-durable' for queue 'q' in vhost '/'"},
+		{amqp091.Table{"x-queue-type": "quorum", "x-max-priority": int32(5)}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_quorum_queue"},
 	} {
 		ch := open(t, c)
 		_, err := ch.QueueDeclare("q", false, false, false, false, tc.args)

@@ -72,10 +72,10 @@ func (qe *queueEntity) spillLocked(seq uint64, msg *queue.Message) {
 	})
 }
 
-// journaled reports whether the journal holds msg, a ready message of
-// qe.
+// journaled reports whether qe journals msg: a persistent message of a
+// durable queue, or any message of a quorum queue, with a store.
 func (qe *queueEntity) journaled(msg *queue.Message) bool {
-	return qe.durable && msg.Persistent && qe.vhost.b.cfg.Store != nil
+	return qe.durable && (msg.Persistent || qe.quorum) && qe.vhost.b.cfg.Store != nil
 }
 
 // pageOutAllLocked pages out what qe holds beyond its window, spilling

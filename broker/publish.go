@@ -230,7 +230,7 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 			seq := qe.q.Publish(msg)
 			qe.stats.publish++
 			var journaled bool
-			if confirmSeq != 0 && qe.durable && msg.Persistent && ch.c.b.cfg.Store != nil {
+			if confirmSeq != 0 && qe.journaled(msg) {
 				ch.confirms.hold(confirmSeq)
 				journaled = ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
 			} else {

@@ -35,6 +35,8 @@ type queueSettings struct {
 	consumerTimeout int64
 	// stream is set for a stream queue (stream_args.go).
 	stream *streamSettings
+	// quorum is set for a quorum queue (quorum.go).
+	quorum bool
 }
 
 // queueFeatures is the broker's side of a queue's configuration and the
@@ -144,8 +146,7 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		case "stream":
 			return parseStreamArgs(name, vhost, args)
 		case "quorum":
-			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
-				"invalid arg 'x-queue-type' for queue '%s' in vhost '%s': %s queues are not supported by this broker yet", name, vhost, t)
+			s.quorum = true
 		default:
 			if _, isStr := t.(string); !isStr {
 				return bad("x-queue-type", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(t)))
@@ -153,10 +154,14 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 			return bad("x-queue-type", fmt.Sprintf("\"unsupported queue type '%v'\"", t))
 		}
 	}
-	for _, k := range classicUnsupportedArgs {
+	unsupported, typeName := classicUnsupportedArgs, "rabbit_classic_queue"
+	if s.quorum {
+		unsupported, typeName = quorumUnsupportedArgs, "rabbit_quorum_queue"
+	}
+	for _, k := range unsupported {
 		if _, ok := args[k]; ok {
 			return queueSettings{}, amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
-				"invalid arg '%s' for queue '%s' in vhost '%s' of queue type rabbit_classic_queue", k, name, vhost)
+				"invalid arg '%s' for queue '%s' in vhost '%s' of queue type %s", k, name, vhost, typeName)
 		}
 	}
 	if n, ok, why := expiry("x-expires", false); why != "" {
@@ -257,6 +262,7 @@ func parseOverflow(v any) (o queue.Overflow, why string) {
 // initialises qe's features. Call before qe is shared.
 func (qe *queueEntity) initFeatures(s queueSettings) {
 	qe.q = queue.NewWithConfig(s.cfg)
+	qe.quorum = s.quorum
 	qe.fx.set = s
 	qe.fx.at = s.needsAt()
 	qe.fx.lastUsed = time.Now().UnixMilli()

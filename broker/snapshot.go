@@ -56,6 +56,8 @@ type QueueInfo struct {
 	Stats MessageStats
 	// Stream is set for a stream queue (stream_info.go).
 	Stream *StreamInfo
+	// Type is the queue type: classic, quorum or stream.
+	Type string
 }
 
 // ExchangeInfo describes an exchange.
@@ -206,6 +208,7 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	}
 	qi.Ready, qi.Unacked, qi.ReadyBytes = qe.q.Ready(), qe.q.Unacked(), qe.q.ReadyBytes()
 	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
+	qi.Type = qe.typeName()
 	qi.Consumers = qe.q.ConsumerCount()
 	qi.Stats = qe.stats.export()
 	if qe.stream != nil {

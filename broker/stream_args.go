@@ -275,8 +275,12 @@ func (ch *channel) checkStreamDeclare(name string, durable bool, m *amqp.QueueDe
 		return err
 	}
 	if ch.c.b.cfg.Store == nil {
+		kind := "stream"
+		if m.Arguments["x-queue-type"] == "quorum" {
+			kind = "quorum"
+		}
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
-			"stream queue '%s' in vhost '%s' needs a data directory", name, ch.c.vhost.name)
+			"%s queue '%s' in vhost '%s' needs a data directory", kind, name, ch.c.vhost.name)
 	}
 	return nil
 }

@@ -82,6 +82,9 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
+	// quorum is set for a quorum queue (quorum.go): every message is
+	// journaled, redeliveries carry x-delivery-count.
+	quorum bool
 	// stream is set for a stream queue (stream.go); q is then unused.
 	stream *streamState
 }

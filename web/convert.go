@@ -228,7 +228,7 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 		"arguments":                       tableJSON(q.Arguments),
 		"node":                            nodeName(),
 		"state":                           "running",
-		"type":                            "classic",
+		"type":                            orDefault(q.Type, "classic"),
 		"policy":                          orNil(pol),
 		"operator_policy":                 orNil(opPol),
 		"effective_policy_definition":     tableJSON(effective),
@@ -256,6 +256,14 @@ func (s *Server) queueJSON(q broker.QueueInfo) item {
 		streamQueueJSON(it, q)
 	}
 	return it
+}
+
+// orDefault is s, or def when s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // orNil is s, or nil (JSON null) when s is empty.
