@@ -324,7 +324,7 @@ func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 		RoutingKey:  e.Msg.RoutingKey,
 	}
 	o.buf = appendMethod(o.buf, ch.id, &m)
-	added := ch.appendContentLocked(qe.deliveryMessage(&e))
+	added := ch.appendContentLocked(qe.deliveryMessage(&e, false))
 	o.unlock(len(o.buf) - start + added)
 	ch.mu.Unlock()
 	if was == 0 {
@@ -398,7 +398,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		RoutingKey:   e.Msg.RoutingKey,
 		MessageCount: uint32(qe.q.Ready()),
 	})
-	added := ch.appendContentLocked(qe.deliveryMessage(&e))
+	added := ch.appendContentLocked(qe.deliveryMessage(&e, true))
 	o.unlock(len(o.buf) - start + added)
 	ch.mu.Unlock()
 	qe.mu.Unlock()

@@ -249,7 +249,7 @@ func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) 
 			Body: e.Msg.Body, MessageCount: qe.q.Ready(),
 		}
 		var h amqp.ContentHeader
-		if err := amqp.DecodeContentHeader(qe.deliveryMessage(&e).Header, &h); err == nil {
+		if err := amqp.DecodeContentHeader(qe.deliveryMessage(&e, true).Header, &h); err == nil {
 			gm.Properties = h.Properties
 		}
 		out = append(out, gm)

@@ -24,10 +24,11 @@ var quorumUnsupportedArgs = []string{
 }
 
 // deliveryMessage is the message a delivery of e from qe carries: the
-// publisher's, or for a redelivery from a quorum queue the same with
-// x-delivery-count set.
-func (qe *queueEntity) deliveryMessage(e *queue.Entry) *queue.Message {
-	if !qe.quorum || e.Deliveries <= 1 {
+// publisher's, or from a quorum queue the same with x-delivery-count set
+// on redeliveries — and on every basic.get (get), where RabbitMQ 3.10 sets
+// it to 0 the first time too.
+func (qe *queueEntity) deliveryMessage(e *queue.Entry, get bool) *queue.Message {
+	if !qe.quorum || (e.Deliveries <= 1 && !get) {
 		return e.Msg
 	}
 	return countedRedelivery(e)
