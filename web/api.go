@@ -74,6 +74,7 @@ func (s *Server) routes() http.Handler {
 	}
 	h("GET /api/overview", levelManagement, s.getOverview)
 	h("GET /api/cluster-name", levelManagement, s.getClusterName)
+	h("PUT /api/cluster-name", levelAdmin, s.putClusterName)
 	h("GET /api/nodes", levelMonitoring, s.getNodes)
 	h("GET /api/nodes/{node}", levelMonitoring, s.getNode)
 	h("GET /api/whoami", levelManagement, s.getWhoami)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/warrenmq/warren/broker"
 )
 
@@ -50,7 +52,7 @@ func (s *Server) getOverview(w http.ResponseWriter, r *http.Request, p *principa
 		"rabbitmq_version":   broker.Version,
 		"product_name":       "Warren",
 		"product_version":    broker.Version,
-		"cluster_name":       nodeName(),
+		"cluster_name":       s.clusterName(),
 		"node":               nodeName(),
 		"erlang_version":     runtime.Version(),
 		"rates_mode":         "basic",
@@ -75,8 +77,39 @@ func (s *Server) getOverview(w http.ResponseWriter, r *http.Request, p *principa
 	})
 }
 
+// clusterName is the cluster_name global parameter, as RabbitMQ keeps it,
+// or the node's name.
+func (s *Server) clusterName() string {
+	if v, ok := s.globals.get("cluster_name"); ok {
+		if name, isStr := v.(string); isStr && name != "" {
+			return name
+		}
+	}
+	return nodeName()
+}
+
 func (s *Server) getClusterName(w http.ResponseWriter, r *http.Request, p *principal) {
-	writeJSON(w, http.StatusOK, item{"name": nodeName()})
+	writeJSON(w, http.StatusOK, item{"name": s.clusterName()})
+}
+
+// putClusterName sets the cluster_name global parameter.
+func (s *Server) putClusterName(w http.ResponseWriter, r *http.Request, p *principal) {
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	name, ok := body["name"].(string)
+	if !ok || name == "" {
+		badRequest(w, "name must be a non-empty string")
+		return
+	}
+	if _, err := s.globals.set("cluster_name", name); err != nil {
+		s.log.Error("storing the cluster name", zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal_error", err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) nodeJSON() item {

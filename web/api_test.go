@@ -593,3 +593,21 @@ func TestGuestOnlyFromLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterNameIsAGlobalParameter(t *testing.T) {
+	e := newEnv(t)
+	if n := e.must(200, "GET", "/api/cluster-name", nil).obj(t)["name"]; n == "" || n == nil {
+		t.Fatalf("default cluster name %v", n)
+	}
+	e.must(204, "PUT", "/api/cluster-name", map[string]any{"name": "prod-east"})
+	if n := e.must(200, "GET", "/api/cluster-name", nil).obj(t)["name"]; n != "prod-east" {
+		t.Fatalf("cluster name %v", n)
+	}
+	if v := e.must(200, "GET", "/api/global-parameters/cluster_name", nil).obj(t)["value"]; v != "prod-east" {
+		t.Fatalf("global parameter %v", v)
+	}
+	if n := e.must(200, "GET", "/api/overview", nil).obj(t)["cluster_name"]; n != "prod-east" {
+		t.Fatalf("overview cluster_name %v", n)
+	}
+	e.must(400, "PUT", "/api/cluster-name", map[string]any{"name": 7})
+}
