@@ -71,7 +71,6 @@ func (c *conn) handshake() error {
 		c.out.lock()
 		c.out.buf = append(c.out.buf, amqp.ProtocolHeader...)
 		c.out.unlock(len(amqp.ProtocolHeader))
-		c.out.wake()
 		return errConnClosed
 	}
 	c.send(0, &amqp.ConnectionStart{
@@ -143,7 +142,9 @@ func (c *conn) handshake() error {
 	} else {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	c.hbSet <- c.heartbeat
+	// The writer starts before opened is set: forceClose of an open
+	// connection sends connection.close from another goroutine.
+	c.startWriter(c.heartbeat)
 	c.opened.Store(true)
 	c.log.Debug("connection open")
 	return nil
