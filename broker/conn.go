@@ -158,7 +158,9 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.connectedAt = time.Now()
 	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
-	c.log = b.log.With(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
+	// Lazy: most connections never log, and encoding the fields is a
+	// good part of a handshake's cost.
+	c.log = b.log.WithLazy(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)

@@ -35,6 +35,25 @@ func serverProperties() amqp.Table {
 	}
 }
 
+// startFrame returns the connection.start frame offering mechanisms, built
+// once per broker for each of the (two) mechanism lists: its server
+// properties do not change while the broker runs. Any goroutine; the
+// bytes are shared and must not be changed.
+func (b *Broker) startFrame(mechanisms string) []byte {
+	if f, ok := b.startFrames.Load(mechanisms); ok {
+		return f.([]byte)
+	}
+	f := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(),
+		Mechanisms:       mechanisms,
+		Locales:          "en_US",
+	})
+	actual, _ := b.startFrames.LoadOrStore(mechanisms, f)
+	return actual.([]byte)
+}
+
 // header09 is the AMQP 0-9 protocol header, which RabbitMQ accepts and
 // serves as 0-9-1.
 const header09 = "AMQP\x01\x01\x00\x09"
@@ -73,13 +92,11 @@ func (c *conn) handshake() error {
 		c.out.unlock(len(amqp.ProtocolHeader))
 		return errConnClosed
 	}
-	c.send(0, &amqp.ConnectionStart{
-		VersionMajor:     0,
-		VersionMinor:     9,
-		ServerProperties: serverProperties(),
-		Mechanisms:       c.mechanisms(),
-		Locales:          "en_US",
-	})
+	start := c.b.startFrame(c.mechanisms())
+	c.out.lock()
+	c.out.buf = append(c.out.buf, start...)
+	c.out.unlock(len(start))
+	c.flush() // as send does before the writer runs
 
 	m, err := c.expect(stateStarting, amqp.ClassConnection, 11)
 	if err != nil {
@@ -134,7 +151,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.vhost = v
-	c.log = c.log.With(zap.String("vhost", v.name), zap.String("user", u.name))
+	c.log = c.log.WithLazy(zap.String("vhost", v.name), zap.String("user", u.name))
 	c.send(0, &amqp.ConnectionOpenOk{})
 	c.rd.until.Store(0)
 	if c.heartbeat > 0 {
