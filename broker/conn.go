@@ -357,6 +357,7 @@ func (c *conn) send(channel uint16, m amqp.Method) {
 // startWriter starts the writer goroutine, which sends heartbeats every
 // half heartbeat interval (none when it is 0). Reader goroutine, once.
 func (c *conn) startWriter(heartbeat time.Duration) {
+	_ = c.nc.SetWriteDeadline(time.Time{})
 	c.direct.Store(false)
 	go c.writeLoop(heartbeat)
 }

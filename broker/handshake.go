@@ -75,10 +75,14 @@ const (
 // protocol error gets its connection.close.
 func (c *conn) handshake() error {
 	// RabbitMQ's handshake_timeout bounds the whole handshake.
-	c.rd.until.Store(time.Now().Add(c.b.cfg.HandshakeTimeout).UnixNano())
+	deadline := time.Now().Add(c.b.cfg.HandshakeTimeout)
+	c.rd.until.Store(deadline.UnixNano())
 	if err := c.tlsHandshake(); err != nil {
 		return err
 	}
+	// The reader writes the replies itself (conn.direct): a client that
+	// does not read must not hold it past the handshake either.
+	_ = c.nc.SetWriteDeadline(deadline)
 	var hdr [8]byte
 	if _, err := io.ReadFull(&c.rd, hdr[:]); err != nil {
 		return err
