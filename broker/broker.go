@@ -186,6 +186,9 @@ type Broker struct {
 	closed bool
 	// globals are the global runtime parameters (globals.go).
 	globals map[string]*globalParam
+	// startFrames caches the connection.start frame by mechanism list
+	// (handshake.go).
+	startFrames sync.Map
 
 	// defMu serialises definition changes (declare, delete, bind) so that
 	// each one's store write happens in order, with no vhost lock held.
@@ -379,20 +382,29 @@ func (b *Broker) accept(ln net.Listener, tlsCfg *tls.Config) error {
 }
 
 // serveConn runs a connection on nc in a goroutine of its own, counted in
-// connWG; after Close it just closes nc.
+// connWG; after Close it just closes nc. The accept loop does no more than
+// start the goroutine, which builds the connection.
 func (b *Broker) serveConn(nc net.Conn) {
-	c := newConn(b, nc)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		_ = nc.Close()
 		return
 	}
-	b.conns[c] = struct{}{}
 	b.connWG.Add(1)
 	b.mu.Unlock()
 	go func() {
 		defer b.connWG.Done()
+		c := newConn(b, nc)
+		b.mu.Lock()
+		if b.closed {
+			// Close ran meanwhile and did not see this connection.
+			b.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		b.conns[c] = struct{}{}
+		b.mu.Unlock()
 		c.serve()
 		b.mu.Lock()
 		delete(b.conns, c)

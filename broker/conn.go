@@ -81,8 +81,12 @@ type conn struct {
 	// RabbitMQ does.
 	opened atomic.Bool
 
-	// hbSet hands the negotiated heartbeat to the writer.
-	hbSet      chan time.Duration
+	// direct is set from newConn until the writer goroutine starts
+	// (connection open). Meanwhile the reader is the only goroutine that
+	// sends, and send writes to the socket itself: a handshake reply
+	// costs no goroutine switch and the handshake no second goroutine.
+	// (The management API's socketless conns never set it.)
+	direct     atomic.Bool
 	writerDone chan struct{}
 	// lastRead is the time of the last read (unix nanoseconds).
 	lastRead atomic.Int64
@@ -147,14 +151,16 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		id:         b.nextID.Add(1),
 		out:        newOutbound(),
 		channels:   make(map[uint16]*channel),
-		hbSet:      make(chan time.Duration, 1),
 		writerDone: make(chan struct{}),
 		frameMax:   b.cfg.FrameMax,
 		channelMax: b.cfg.ChannelMax,
 	}
 	c.connectedAt = time.Now()
+	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
-	c.log = b.log.With(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
+	// Lazy: most connections never log, and encoding the fields is a
+	// good part of a handshake's cost.
+	c.log = b.log.WithLazy(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)
@@ -170,9 +176,9 @@ func newConn(b *Broker, nc net.Conn) *conn {
 // large as frame-max itself.
 const frameSizeFudge = amqp.FrameOverhead
 
-// serve runs the connection until it ends. It is the reader goroutine.
+// serve runs the connection until it ends. It is the reader goroutine;
+// the handshake starts the writer (startWriter).
 func (c *conn) serve() {
-	go c.writeLoop()
 	err := c.run()
 	c.teardown(endedByUs(err))
 }
@@ -330,7 +336,8 @@ func (c *conn) handleWhileClosing(f amqp.Frame) bool {
 	return false
 }
 
-// send appends one method frame to the outbound buffer.
+// send appends one method frame to the outbound buffer. Before the writer
+// runs (during the handshake) the reader writes it out at once.
 func (c *conn) send(channel uint16, m amqp.Method) {
 	o := c.out
 	o.lock()
@@ -338,9 +345,21 @@ func (c *conn) send(channel uint16, m amqp.Method) {
 	start := len(o.buf)
 	o.buf = amqp.AppendMethodFrame(o.buf, channel, m)
 	o.unlock(len(o.buf) - start)
+	if c.direct.Load() {
+		c.flush()
+		return
+	}
 	if was == 0 {
 		o.wake()
 	}
+}
+
+// startWriter starts the writer goroutine, which sends heartbeats every
+// half heartbeat interval (none when it is 0). Reader goroutine, once.
+func (c *conn) startWriter(heartbeat time.Duration) {
+	_ = c.nc.SetWriteDeadline(time.Time{})
+	c.direct.Store(false)
+	go c.writeLoop(heartbeat)
 }
 
 // teardown releases everything the connection holds. linger asks for
@@ -356,7 +375,13 @@ func (c *conn) teardown(linger bool) {
 	c.exclusive = nil
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
 	c.out.close()
-	<-c.writerDone
+	if !c.direct.Load() {
+		<-c.writerDone
+	} else {
+		// The handshake did not finish: no writer ever ran.
+		c.flush()
+		close(c.writerDone)
+	}
 	if linger {
 		c.lingerClose()
 		return
@@ -383,36 +408,27 @@ func (c *conn) lingerClose() {
 }
 
 // writeLoop is the writer goroutine: it writes what is appended to the
-// outbound buffer, sends heartbeats, and detects missed ones.
-func (c *conn) writeLoop() {
+// outbound buffer, sends heartbeats every hb/2 (none when hb is 0), and
+// detects missed ones.
+func (c *conn) writeLoop(hb time.Duration) {
 	defer close(c.writerDone)
 	o := c.out
-	var ticker *time.Ticker
 	var tick <-chan time.Time
-	var hb time.Duration
-	defer func() {
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
-	lastWrite := time.Now()
+	if hb > 0 {
+		ticker := time.NewTicker(hb / 2)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	for {
 		select {
 		case <-o.signal:
-		case d := <-c.hbSet:
-			hb = d
-			if hb > 0 {
-				ticker = time.NewTicker(hb / 2)
-				tick = ticker.C
-			}
-			continue
 		case now := <-tick:
 			if !c.blocked.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
 				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
 				_ = c.nc.Close()
 				continue
 			}
-			if now.Sub(lastWrite) >= hb/2 {
+			if now.Sub(o.lastWrite) >= hb/2 {
 				// Idle: let a large spare buffer go, then send a heartbeat.
 				o.dropSpare()
 				o.lock()
@@ -422,37 +438,46 @@ func (c *conn) writeLoop() {
 			}
 		}
 		c.flushAsyncConfirms()
-		segs, buf, closed := o.take()
-		n := len(buf)
-		for _, s := range segs {
-			n += len(s)
-		}
-		if n > 0 {
-			var err error
-			if len(segs) > 0 {
-				if len(buf) > 0 {
-					segs = append(segs, buf)
-				}
-				_, err = segs.WriteTo(c.nc)
-			} else {
-				_, err = c.nc.Write(buf)
-			}
-			o.pending.Add(-int64(n))
-			lastWrite = time.Now()
-			if err != nil {
-				_ = c.nc.Close()
-				o.mu.Lock()
-				o.closed = true
-				o.mu.Unlock()
-				return
-			}
-		}
-		o.recycle(buf)
-		if closed {
+		if c.flush() {
 			return
 		}
 		c.kickStarved()
 	}
+}
+
+// flush writes everything pending in the outbound buffer and reports
+// whether the writing is over: the buffer was closed, or a write failed
+// (which closes the socket). The writer goroutine calls it, or the reader
+// before the writer runs.
+func (c *conn) flush() bool {
+	o := c.out
+	segs, buf, closed := o.take()
+	n := len(buf)
+	for _, s := range segs {
+		n += len(s)
+	}
+	if n > 0 {
+		var err error
+		if len(segs) > 0 {
+			if len(buf) > 0 {
+				segs = append(segs, buf)
+			}
+			_, err = segs.WriteTo(c.nc)
+		} else {
+			_, err = c.nc.Write(buf)
+		}
+		o.pending.Add(-int64(n))
+		o.lastWrite = time.Now()
+		if err != nil {
+			_ = c.nc.Close()
+			o.mu.Lock()
+			o.closed = true
+			o.mu.Unlock()
+			return true
+		}
+	}
+	o.recycle(buf)
+	return closed
 }
 
 // starve records that cons was refused a delivery by a connection- or

@@ -35,6 +35,25 @@ func serverProperties() amqp.Table {
 	}
 }
 
+// startFrame returns the connection.start frame offering mechanisms, built
+// once per broker for each of the (two) mechanism lists: its server
+// properties do not change while the broker runs. Any goroutine; the
+// bytes are shared and must not be changed.
+func (b *Broker) startFrame(mechanisms string) []byte {
+	if f, ok := b.startFrames.Load(mechanisms); ok {
+		return f.([]byte)
+	}
+	f := amqp.AppendMethodFrame(nil, 0, &amqp.ConnectionStart{
+		VersionMajor:     0,
+		VersionMinor:     9,
+		ServerProperties: serverProperties(),
+		Mechanisms:       mechanisms,
+		Locales:          "en_US",
+	})
+	actual, _ := b.startFrames.LoadOrStore(mechanisms, f)
+	return actual.([]byte)
+}
+
 // header09 is the AMQP 0-9 protocol header, which RabbitMQ accepts and
 // serves as 0-9-1.
 const header09 = "AMQP\x01\x01\x00\x09"
@@ -56,10 +75,14 @@ const (
 // protocol error gets its connection.close.
 func (c *conn) handshake() error {
 	// RabbitMQ's handshake_timeout bounds the whole handshake.
-	c.rd.until.Store(time.Now().Add(c.b.cfg.HandshakeTimeout).UnixNano())
+	deadline := time.Now().Add(c.b.cfg.HandshakeTimeout)
+	c.rd.until.Store(deadline.UnixNano())
 	if err := c.tlsHandshake(); err != nil {
 		return err
 	}
+	// The reader writes the replies itself (conn.direct): a client that
+	// does not read must not hold it past the handshake either.
+	_ = c.nc.SetWriteDeadline(deadline)
 	var hdr [8]byte
 	if _, err := io.ReadFull(&c.rd, hdr[:]); err != nil {
 		return err
@@ -71,16 +94,13 @@ func (c *conn) handshake() error {
 		c.out.lock()
 		c.out.buf = append(c.out.buf, amqp.ProtocolHeader...)
 		c.out.unlock(len(amqp.ProtocolHeader))
-		c.out.wake()
 		return errConnClosed
 	}
-	c.send(0, &amqp.ConnectionStart{
-		VersionMajor:     0,
-		VersionMinor:     9,
-		ServerProperties: serverProperties(),
-		Mechanisms:       c.mechanisms(),
-		Locales:          "en_US",
-	})
+	start := c.b.startFrame(c.mechanisms())
+	c.out.lock()
+	c.out.buf = append(c.out.buf, start...)
+	c.out.unlock(len(start))
+	c.flush() // as send does before the writer runs
 
 	m, err := c.expect(stateStarting, amqp.ClassConnection, 11)
 	if err != nil {
@@ -135,7 +155,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.vhost = v
-	c.log = c.log.With(zap.String("vhost", v.name), zap.String("user", u.name))
+	c.log = c.log.WithLazy(zap.String("vhost", v.name), zap.String("user", u.name))
 	c.send(0, &amqp.ConnectionOpenOk{})
 	c.rd.until.Store(0)
 	if c.heartbeat > 0 {
@@ -143,7 +163,9 @@ func (c *conn) handshake() error {
 	} else {
 		_ = c.nc.SetReadDeadline(time.Time{})
 	}
-	c.hbSet <- c.heartbeat
+	// The writer starts before opened is set: forceClose of an open
+	// connection sends connection.close from another goroutine.
+	c.startWriter(c.heartbeat)
 	c.opened.Store(true)
 	c.log.Debug("connection open")
 	return nil

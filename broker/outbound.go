@@ -34,7 +34,8 @@ type outbound struct {
 	signal chan struct{}
 	// spare is the writer's previous buffer, reused for the next batch.
 	spare []byte
-	// lastWrite is the unix-nano time of the last write (writer only).
+	// lastWrite is the time of the last write (whoever runs conn.flush:
+	// the reader during the handshake, then the writer).
 	lastWrite time.Time
 }
 
