@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -113,22 +114,24 @@ func (e *browserEnv) screenshot(name string) {
 	e.t.Logf("screenshot: %s", path)
 }
 
-// waitText polls the text of the element sel until it is want.
+// waitText polls the text of the element sel until it is want. It reads
+// the text in the page with one script (querySelector, textContent) so
+// that a re-render replacing the element between a query and a read is
+// just another poll, not an error.
 func (e *browserEnv) waitText(sel, want string) {
 	e.t.Helper()
+	quoted, _ := json.Marshal(sel)
+	script := `(() => { const n = document.querySelector(` + string(quoted) + `); return n ? n.innerText : ""; })()`
 	deadline := time.Now().Add(10 * time.Second)
 	var got string
+	var err error
 	for time.Now().Before(deadline) {
-		var err error
-		if got, err = chromedp.Run(e.ctx, chromedp.Text(chromedp.CSS(sel))); err != nil {
-			e.t.Fatalf("text of %s: %v", sel, err)
-		}
-		if strings.TrimSpace(got) == want {
+		if got, err = chromedp.Run(e.ctx, chromedp.Evaluate[string](script)); err == nil && strings.TrimSpace(got) == want {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.t.Fatalf("%s: text %q, want %q", sel, got, want)
+	e.t.Fatalf("%s: text %q, want %q (last error: %v)", sel, got, want, err)
 }
 
 func (e *browserEnv) login(user, pass string) {
