@@ -217,6 +217,20 @@ func (ss *streamState) writeChunks() {
 
 // complete commits the chunks the store finished, confirms their
 // publishes, applies retention and dispatches.
+// fitCacheLocked sizes the stream's in-memory tail: streamCacheBytes, or a
+// sixteenth of it while the broker is under memory pressure (paging.go).
+// Hold qe.mu.
+func (ss *streamState) fitCacheLocked() {
+	want := int64(streamCacheBytes)
+	if ss.qe.vhost.b.paging.Load() {
+		want /= 16
+	}
+	if cfg := ss.s.Config(); cfg.CacheBytes != want {
+		cfg.CacheBytes = want
+		ss.s.SetConfig(cfg)
+	}
+}
+
 func (ss *streamState) complete(tick bool) {
 	ss.cmu.Lock()
 	list := ss.completed
@@ -255,6 +269,9 @@ func (ss *streamState) complete(tick bool) {
 		ss.waits = ss.waits[i:]
 	}
 	ss.releaseCommitWaitsLocked(false)
+	if tick {
+		ss.fitCacheLocked()
+	}
 	dropped := ss.s.Retain(nowMs())
 	if qe.drained != nil && ss.s.PendingBytes() < streamPendingCap/2 {
 		close(qe.drained)

@@ -178,12 +178,14 @@ func NewStream(cfg StreamConfig) *Stream {
 	return &Stream{cfg: cfg, named: make(map[string]uint64), dirty: make(map[string]struct{})}
 }
 
-// SetConfig changes retention (a policy changed); the next Retain applies it.
+// SetConfig changes retention (a policy changed; the next Retain applies
+// it) and the memory the tail may keep (applied at once).
 func (s *Stream) SetConfig(cfg StreamConfig) {
 	if cfg.MaxSegmentBytes <= 0 {
 		cfg.MaxSegmentBytes = DefaultMaxSegmentBytes
 	}
 	s.cfg = cfg
+	s.trimTail()
 }
 
 // Config is the stream's configuration.

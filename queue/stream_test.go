@@ -239,3 +239,25 @@ func TestStreamGroupsSpreadOverPartitions(t *testing.T) {
 		t.Fatalf("after b left: a %v at %d", a.Active(), a.Offset)
 	}
 }
+
+func TestStreamSetConfigShrinksTheTail(t *testing.T) {
+	s := NewStream(StreamConfig{CacheBytes: 1 << 20})
+	for i := 0; i < 100; i++ {
+		s.Append(&Message{Body: make([]byte, 1000)}, "")
+	}
+	for {
+		if _, _, ok := s.TakeChunk(1, 64<<10); !ok {
+			break
+		}
+	}
+	s.Commit(s.NextOffset())
+	if s.tailBytes != 100_000 {
+		t.Fatalf("tail holds %d bytes", s.tailBytes)
+	}
+	cfg := s.Config()
+	cfg.CacheBytes = 10_000
+	s.SetConfig(cfg)
+	if s.tailBytes > 10_000 || s.tailFirst != 90 {
+		t.Fatalf("after shrinking: %d bytes from offset %d", s.tailBytes, s.tailFirst)
+	}
+}
