@@ -28,7 +28,8 @@ type rawConn struct {
 	fr *amqp.FrameReader
 }
 
-// rawDial connects to addr. Every read and write must finish within 10 s.
+// rawDial connects to addr. The whole conversation must finish within 30 s
+// (generous: -race runs of every package at once on 2 cores are slow).
 func rawDial(t testing.TB, addr string) *rawConn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -36,7 +37,7 @@ func rawDial(t testing.TB, addr string) *rawConn {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { _ = nc.Close() })
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
 	return &rawConn{t: t, nc: nc, fr: amqp.NewFrameReader(nc, 0)}
 }
 
