@@ -60,9 +60,24 @@ func (s *Store) Append(queueID, seq uint64, m *Message, done func(error)) {
 // submitAppend queues an append of buf (key, then record), waiting while the backlog
 // is over its cap. An urgent one has the writer commit without waiting for company.
 func (s *Store) submitAppend(buf []byte, done func(error), urgent bool) {
-	size := appendCost(buf)
+	s.submit([]op{{kind: opAppend, buf: buf, done: done}}, true, urgent, done)
+}
+
+// submit queues ops for the writer in order. Their appends and stream sets count in
+// the backlog; with wait the caller first waits while the backlog is over its cap;
+// urgent ones wake the writer to commit without waiting for company. done, if not
+// nil, is called with ErrClosed after Close.
+func (s *Store) submit(ops []op, wait, urgent bool, done func(error)) {
+	var size int64
+	for i := range ops {
+		if k := ops[i].kind; k == opAppend || k == opSet {
+			size += appendCost(ops[i].buf)
+		}
+	}
 	s.mu.Lock()
-	s.waitBacklogLocked(size)
+	if wait {
+		s.waitBacklogLocked(size)
+	}
 	if s.stopping {
 		s.mu.Unlock()
 		if done != nil {
@@ -71,10 +86,13 @@ func (s *Store) submitAppend(buf []byte, done func(error), urgent bool) {
 		return
 	}
 	s.backlog += size
-	wake := s.pushLocked(op{kind: opAppend, buf: buf, done: done})
+	wake := false
+	for _, o := range ops {
+		wake = s.pushLocked(o) || wake
+	}
 	if urgent {
 		s.urgent++
-		wake = s.urgent == 1
+		wake = wake || s.urgent == 1
 	}
 	s.mu.Unlock()
 	if wake {
@@ -309,6 +327,10 @@ func (s *Store) writeLoop() {
 	}
 }
 
+// pendingMsg is a message's append in the batch being written, and its delivery
+// mark if the batch has one (cancelSettled).
+type pendingMsg struct{ append, mark *op }
+
 // cancelSettled marks the appends of blocks that a later removal in blocks deletes
 // again — a message acknowledged before its group commit — to be skipped with their
 // delivery marks and that removal: neither the message nor its deletion reaches Badger
@@ -327,13 +349,25 @@ func (s *Store) cancelSettled(blocks [][]op) {
 	if removes == 0 {
 		return
 	}
-	type pendingMsg struct{ append, mark *op }
-	live := make(map[[msgKeyLen]byte]pendingMsg)
+	live := s.settling
+	if live == nil {
+		live = make(map[[msgKeyLen]byte]pendingMsg)
+		s.settling = live
+	}
+	appends := 0
+	defer func() {
+		if appends > 4096 {
+			s.settling = nil // a map does not shrink: let a big one go
+		} else {
+			clear(live)
+		}
+	}()
 	for _, ops := range blocks {
 		for i := range ops {
 			o := &ops[i]
 			switch o.kind {
 			case opAppend:
+				appends++
 				live[[msgKeyLen]byte(o.buf[:msgKeyLen])] = pendingMsg{append: o}
 			case opMark:
 				k := [msgKeyLen]byte(o.buf[:msgKeyLen])

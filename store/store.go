@@ -94,6 +94,9 @@ type Store struct {
 	// cancelled counts appends removed before their group commit, and so
 	// never written (cancelSettled).
 	cancelled atomic.Int64
+	// settling is cancelSettled's scratch map, kept between batches (writer
+	// goroutine only).
+	settling map[[msgKeyLen]byte]pendingMsg
 
 	wake chan struct{} // cap 1: pending changed
 	stop chan struct{} // closed by Close

@@ -128,7 +128,7 @@ func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 	hdr := append([]byte{streamKeyLen}, streamKey(streamID, streamChunkHeader, c.First)...)
 	hdr = appendChunkHeader(hdr, c)
 	// The data goes first: a chunk's header is never durable without it.
-	s.submitSets([]op{{kind: opSet, buf: data}, {kind: opSet, buf: hdr, done: done}}, true, done)
+	s.submit([]op{{kind: opSet, buf: data}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
 }
 
 // SetStreamOffset stores the acknowledged offset of named consumer name of
@@ -142,7 +142,7 @@ func (s *Store) SetStreamOffset(streamID uint64, name string, off uint64) {
 	}
 	buf = binary.AppendUvarint(beginRecord(buf), off)
 	sealRecord(buf[1+len(key):])
-	s.submitSets([]op{{kind: opSet, buf: buf}}, false, nil)
+	s.submit([]op{{kind: opSet, buf: buf}}, false, false, nil)
 }
 
 // RemoveStreamChunks deletes chunks (by first offset) of streamID, batched
@@ -153,43 +153,7 @@ func (s *Store) RemoveStreamChunks(streamID uint64, firsts []uint64) {
 		ops = append(ops, op{kind: opRemove, buf: streamKey(streamID, streamChunkHeader, f)},
 			op{kind: opRemove, buf: streamKey(streamID, streamChunkData, f)})
 	}
-	s.submitSets(ops, false, nil)
-}
-
-// submitSets queues ops for the writer in order; urgent ones (appends) wake it at
-// once and count in the backlog, waiting while it is over its cap. done is
-// called with ErrClosed after Close.
-func (s *Store) submitSets(ops []op, urgent bool, done func(error)) {
-	var size int64
-	for i := range ops {
-		if ops[i].kind == opSet {
-			size += appendCost(ops[i].buf)
-		}
-	}
-	s.mu.Lock()
-	if urgent {
-		s.waitBacklogLocked(size)
-	}
-	if s.stopping {
-		s.mu.Unlock()
-		if done != nil {
-			done(ErrClosed)
-		}
-		return
-	}
-	s.backlog += size
-	wake := false
-	for _, o := range ops {
-		wake = s.pushLocked(o) || wake
-	}
-	if urgent {
-		s.urgent++
-		wake = wake || s.urgent == 1
-	}
-	s.mu.Unlock()
-	if wake {
-		s.signal()
-	}
+	s.submit(ops, false, false, nil)
 }
 
 // StreamIndex is what recovery reads of a stream: its chunk headers in order
