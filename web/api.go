@@ -66,11 +66,20 @@ const (
 	maxDefsBody = 256 << 20
 )
 
-// routes builds the API and console mux.
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
+// route is one entry of the management API's routing table: a method
+// and a path pattern in http.ServeMux syntax.
+type route struct {
+	method, path string
+	level        level
+	f            handlerFunc
+}
+
+// apiRoutes is the management API's routing table.
+func (s *Server) apiRoutes() []route {
+	var rs []route
 	h := func(pattern string, l level, f handlerFunc) {
-		mux.Handle(pattern, s.auth(l, f))
+		method, path, _ := strings.Cut(pattern, " ")
+		rs = append(rs, route{method: method, path: path, level: l, f: f})
 	}
 	h("GET /api/overview", levelManagement, s.getOverview)
 	h("GET /api/cluster-name", levelManagement, s.getClusterName)
@@ -150,12 +159,66 @@ func (s *Server) routes() http.Handler {
 	h("GET /api/health/checks/ready-to-serve-clients", levelManagement, s.healthOK)
 	h("GET /api/health/checks/port-listener/{port}", levelManagement, s.healthPort)
 	h("GET /api/aliveness-test/{vhost}", levelManagement, s.aliveness)
+	return rs
+}
 
+// routes builds the API and console mux. Each path of the routing table
+// is one mux entry whose handler dispatches on the method (methods).
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	var paths []string
+	byPath := make(map[string]map[string]http.Handler)
+	for _, rt := range s.apiRoutes() {
+		if byPath[rt.path] == nil {
+			byPath[rt.path] = make(map[string]http.Handler)
+			paths = append(paths, rt.path)
+		}
+		byPath[rt.path][rt.method] = s.auth(rt.level, rt.f)
+	}
+	for _, p := range paths {
+		mux.Handle(p, methods(byPath[p]))
+	}
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Object Not Found", "Not Found")
 	})
 	mux.Handle("/", consoleHandler())
-	return protectSlashes(mux)
+	return normalisePath(mux)
+}
+
+// allowOrder is the order methods are listed in an Allow header, as
+// RabbitMQ lists them.
+var allowOrder = []string{http.MethodHead, http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodOptions}
+
+// methods serves one path of the API with a handler per method, as
+// RabbitMQ's resources do: HEAD is GET without the body; OPTIONS answers
+// 200 with the Allow header and needs no login (CORS preflights send no
+// credentials); any other method is 405 Method Not Allowed with the Allow
+// header and no body, before any login.
+func methods(hs map[string]http.Handler) http.Handler {
+	var allow []string
+	for _, m := range allowOrder {
+		_, ok := hs[m]
+		if ok || m == http.MethodOptions || m == http.MethodHead && hs[http.MethodGet] != nil {
+			allow = append(allow, m)
+		}
+	}
+	allowHeader := strings.Join(allow, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := r.Method
+		if m == http.MethodHead {
+			m = http.MethodGet
+		}
+		if h, ok := hs[m]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Allow", allowHeader)
+		if r.Method == http.MethodOptions {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	})
 }
 
 // slashSentinel stands for an escaped slash (%2F) in a path segment while
@@ -163,9 +226,15 @@ func (s *Server) routes() http.Handler {
 // (".../%2F/...") would otherwise not match. pathValue turns it back.
 const slashSentinel = "\uFDD0"
 
-func protectSlashes(next http.Handler) http.Handler {
+// normalisePath prepares a request's path for the mux: escaped slashes
+// become slashSentinel, and an API path loses one trailing slash, so that
+// /api/connections/ is /api/connections and /api/queues/%2F/ lists the
+// queues of "/" rather than naming the queue "" (RabbitMQ serves both
+// forms of every path the same).
+func normalisePath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if raw := r.URL.RawPath; raw != "" && strings.Contains(strings.ToUpper(raw), "%2F") {
+		path, raw := r.URL.Path, r.URL.RawPath
+		if raw != "" && strings.Contains(strings.ToUpper(raw), "%2F") {
 			segs := strings.Split(raw, "/")
 			for i, seg := range segs {
 				seg = strings.ReplaceAll(strings.ReplaceAll(seg, "%2F", slashSentinel), "%2f", slashSentinel)
@@ -173,10 +242,16 @@ func protectSlashes(next http.Handler) http.Handler {
 					segs[i] = u
 				}
 			}
+			path, raw = strings.Join(segs, "/"), ""
+		}
+		if len(path) > len("/api/") && strings.HasPrefix(path, "/api/") && strings.HasSuffix(path, "/") {
+			path, raw = path[:len(path)-1], strings.TrimSuffix(raw, "/")
+		}
+		if path != r.URL.Path || raw != r.URL.RawPath {
 			r2 := new(http.Request)
 			*r2 = *r
 			u := *r.URL
-			u.Path, u.RawPath = strings.Join(segs, "/"), ""
+			u.Path, u.RawPath = path, raw
 			r2.URL = &u
 			r = r2
 		}
