@@ -3,13 +3,16 @@
 // amqplib (from npm, see package.json) and amqp-tools' command line
 // programs.
 //
-// When a client is not installed the test is skipped, unless
-// WARREN_INTEROP=1 (set by the README's test command), which makes a
-// missing client a failure.
+// When a client is not installed the test is skipped, saying so and how to
+// run it, unless WARREN_INTEROP=1 (set by the README's test command, bash
+// scripts/test.sh, which installs the clients), which makes a missing
+// client a failure. go test shows skip messages with -v only; make test
+// says so at its end.
 package interop
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,14 +23,25 @@ import (
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
+// need fails or skips the test when the client at path is missing.
 func need(t *testing.T, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("WARREN_INTEROP") == "1" {
-			t.Fatalf("%s is required (WARREN_INTEROP=1): %v", path, err)
+		fail, msg := missing(path, err)
+		if fail {
+			t.Fatal(msg)
 		}
-		t.Skipf("%s not installed", path)
+		t.Skip(msg)
 	}
+}
+
+// missing says what a test does about a client it needs that is missing:
+// fail with WARREN_INTEROP=1, skip otherwise, and why.
+func missing(path string, err error) (fail bool, msg string) {
+	if os.Getenv("WARREN_INTEROP") == "1" {
+		return true, fmt.Sprintf("%s is required (WARREN_INTEROP=1): %v", path, err)
+	}
+	return false, fmt.Sprintf("SKIPPED: %s is not installed; set WARREN_INTEROP=1 to make that a failure, or run bash scripts/test.sh, which installs the clients and sets it", path)
 }
 
 func run(t *testing.T, name string, args ...string) string {
@@ -88,4 +102,24 @@ func TestAmqpTools(t *testing.T) {
 		t.Fatalf("amqp-get returned %q", out)
 	}
 	run(t, "/usr/bin/amqp-delete-queue", "--url", url, "-q", "tools")
+}
+
+// TestMissingClient: a missing client fails the test under WARREN_INTEROP=1
+// and otherwise skips it saying how to run it, so that a plain go test
+// ./... does not pass over the interop tests unawares.
+func TestMissingClient(t *testing.T) {
+	t.Setenv("WARREN_INTEROP", "")
+	fail, msg := missing("/usr/bin/some-client", os.ErrNotExist)
+	if fail {
+		t.Errorf("without WARREN_INTEROP a missing client fails the test: %s", msg)
+	}
+	for _, want := range []string{"/usr/bin/some-client", "WARREN_INTEROP=1", "bash scripts/test.sh"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("skip message %q does not say %q", msg, want)
+		}
+	}
+	t.Setenv("WARREN_INTEROP", "1")
+	if fail, msg := missing("/usr/bin/some-client", os.ErrNotExist); !fail || !strings.Contains(msg, "/usr/bin/some-client") {
+		t.Errorf("with WARREN_INTEROP=1 a missing client is not a failure: %v %s", fail, msg)
+	}
 }

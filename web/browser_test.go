@@ -44,7 +44,7 @@ func newBrowserEnv(t *testing.T, timeout time.Duration) *browserEnv {
 		if os.Getenv("WARREN_INTEROP") == "1" {
 			t.Fatalf("%s is required (WARREN_INTEROP=1): %v", chromiumPath, err)
 		}
-		t.Skipf("%s not installed", chromiumPath)
+		t.Skipf("SKIPPED: %s is not installed; set WARREN_INTEROP=1 to make that a failure, or run bash scripts/test.sh, which installs it and sets it", chromiumPath)
 	}
 	bs := brokertest.Start(t, nil)
 	srv, err := New(Config{Addr: "127.0.0.1:0", MetricsAddr: "-", SampleInterval: time.Second, Logger: zaptest.NewLogger(t)}, bs.Broker)
