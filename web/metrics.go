@@ -84,11 +84,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descIdentity, 1, nodeName(), nodeName())
 }
 
-// metricsHandler serves /metrics from a registry of the server's own.
+// metricsHandler serves /metrics (and /metrics/, as RabbitMQ does) from a
+// registry of the server's own.
 func (s *Server) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s.b}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", h)
+	mux.Handle("GET /metrics/{$}", h)
 	return mux
 }

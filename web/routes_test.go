@@ -1,6 +1,9 @@
 package web
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -163,5 +166,32 @@ func checkAllow(t *testing.T, req, header string, want []string) {
 	want = slices.Sorted(slices.Values(want))
 	if !slices.Equal(got, want) {
 		t.Errorf("%s: Allow %q, want %v", req, header, want)
+	}
+}
+
+// TestMetricsTrailingSlash: the metrics listener serves /metrics/ too, and
+// a wrong method there is 405 with an Allow header.
+func TestMetricsTrailingSlash(t *testing.T) {
+	e := newEnv(t)
+	ts := httptest.NewServer(e.srv.MetricsHandler())
+	defer ts.Close()
+	for _, path := range []string{"/metrics", "/metrics/"} {
+		res, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(body), "rabbitmq_queues ") {
+			t.Errorf("GET %s: status %d: %.200s", path, res.StatusCode, body)
+		}
+		res, err = http.Post(ts.URL+path, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 405 || res.Header.Get("Allow") == "" {
+			t.Errorf("POST %s: status %d, Allow %q, want 405 with Allow", path, res.StatusCode, res.Header.Get("Allow"))
+		}
 	}
 }
