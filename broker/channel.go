@@ -101,6 +101,9 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 		}
 		return nil
 	}
+	if h := testMethodHook.Load(); h != nil {
+		(*h)(m)
+	}
 	if ch.pub.stage != stageIdle {
 		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
 			"expected content header for class 60, got non content header frame instead")

@@ -179,8 +179,8 @@ const frameSizeFudge = amqp.FrameOverhead
 // serve runs the connection until it ends. It is the reader goroutine;
 // the handshake starts the writer (startWriter).
 func (c *conn) serve() {
-	err := c.run()
-	c.teardown(endedByUs(err))
+	err := c.runRecovered()
+	c.teardownRecovered(endedByUs(err))
 }
 
 // run runs the handshake, then reads and handles frames until the
@@ -412,6 +412,11 @@ func (c *conn) lingerClose() {
 // detects missed ones.
 func (c *conn) writeLoop(hb time.Duration) {
 	defer close(c.writerDone)
+	defer func() {
+		if r := recover(); r != nil {
+			c.writerPanicked(r)
+		}
+	}()
 	o := c.out
 	var tick <-chan time.Time
 	if hb > 0 {
@@ -436,6 +441,10 @@ func (c *conn) writeLoop(hb time.Duration) {
 				o.buf = amqp.AppendHeartbeat(o.buf)
 				o.unlock(len(o.buf) - start)
 			}
+		}
+		if h := testWriteHook.Load(); h != nil {
+			name, _ := c.clientProps["connection_name"].(string)
+			(*h)(name)
 		}
 		c.flushAsyncConfirms()
 		if c.flush() {
