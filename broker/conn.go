@@ -99,6 +99,12 @@ type conn struct {
 	// flowTimer bounds a wait of queue flow control (reader only).
 	flowTimer *time.Timer
 
+	// outHeld is set while the reader waits for the writer to bring the
+	// outbound buffer under the cap (holdForOutbound); the writer then
+	// signals outDrained after each write.
+	outHeld    atomic.Bool
+	outDrained chan struct{}
+
 	starvedMu sync.Mutex
 	starved   []*consumer
 }
@@ -156,6 +162,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		channelMax: b.cfg.ChannelMax,
 	}
 	c.connectedAt = time.Now()
+	c.outDrained = make(chan struct{}, 1)
 	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
 	// Lazy: most connections never log, and encoding the fields is a
@@ -191,6 +198,9 @@ func (c *conn) run() error {
 	}
 	for {
 		c.throttle()
+		if c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
+			c.holdForOutbound()
+		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return c.fail(err)
@@ -428,7 +438,7 @@ func (c *conn) writeLoop(hb time.Duration) {
 		select {
 		case <-o.signal:
 		case now := <-tick:
-			if !c.blocked.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
+			if !c.blocked.Load() && !c.outHeld.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
 				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
 				_ = c.nc.Close()
 				continue
@@ -450,7 +460,52 @@ func (c *conn) writeLoop(hb time.Duration) {
 		if c.flush() {
 			return
 		}
+		if c.outHeld.Load() {
+			select {
+			case c.outDrained <- struct{}{}:
+			default:
+			}
+		}
 		c.kickStarved()
+	}
+}
+
+// holdForOutbound stops reading the connection while its outbound buffer
+// is over Config.OutboundCap, until the writer brings it under (or the
+// connection closes): whatever the peer asks for (basic.get, mandatory
+// publishes coming back, confirms, declare-oks) is answered into that
+// buffer, so a peer that does not read its answers is slowed by TCP
+// backpressure instead of growing it. Consumer deliveries stop at the cap
+// by themselves (consumer.Acquire). Reader goroutine, no lock held.
+func (c *conn) holdForOutbound() {
+	c.flushConfirms()
+	o := c.out
+	limit := int64(c.b.cfg.OutboundCap)
+	// outHeld before the check of pending, the writer's order reversed:
+	// either this sees the writer's progress or the writer sees outHeld.
+	c.outHeld.Store(true)
+	for o.pending.Load() > limit {
+		select {
+		case <-c.outDrained:
+		case <-c.closeSig:
+		case <-c.writerDone:
+		}
+		if c.closing.Load() || isClosed(c.writerDone) {
+			break
+		}
+	}
+	c.outHeld.Store(false)
+	// The peer's heartbeats went unread meanwhile.
+	c.lastRead.Store(time.Now().UnixNano())
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

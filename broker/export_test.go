@@ -21,3 +21,16 @@ func SetWriteHook(f func(connectionName string)) {
 	}
 	testWriteHook.Store(&f)
 }
+
+// OutboundHeld reports whether the reader of connection id is held until
+// its outbound buffer drains.
+func (b *Broker) OutboundHeld(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		if c.id == id {
+			return c.outHeld.Load()
+		}
+	}
+	return false
+}
