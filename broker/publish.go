@@ -25,20 +25,23 @@ type publishing struct {
 	// ex is the exchange, looked up (and the publish permitted) at
 	// basic.publish, before any content is read.
 	ex *exchangeEntity
+	// hdr holds the content header payload until the first body frame
+	// (a scratch buffer the channel keeps from one publish to the next).
+	hdr []byte
 	// buf holds the content header payload (hlen bytes) followed by the
 	// body read so far; the message's header and body are slices of it.
-	// It grows with what arrives, up to hlen+size, never from the size
-	// the header claims alone.
+	// It is allocated at the first body frame and grows with what
+	// arrives, up to hlen+size: what the header claims costs nothing
+	// until it comes. A body that comes in one frame costs one allocation.
 	buf  []byte
 	hlen int
 	// size is the body size the content header gives.
 	size int
 }
 
-// initialBody is the body capacity allocated with the content header: a
-// body up to this size costs one allocation; a larger one grows as its
-// frames arrive (at most twice what arrived).
-const initialBody = 8 << 10
+// maxHeaderScratch is the largest content header scratch buffer a channel
+// keeps for its next publish.
+const maxHeaderScratch = 16 << 10
 
 // txPublish is a publish held until tx.commit.
 type txPublish struct {
@@ -79,7 +82,7 @@ func (ch *channel) startPublish(m *amqp.BasicPublish) error {
 	if err := ch.accessPublishTopic(ex, m.RoutingKey); err != nil {
 		return err
 	}
-	ch.pub = publishing{stage: stageHeader, exchange: m.Exchange, routingKey: m.RoutingKey, mandatory: m.Mandatory, ex: ex}
+	ch.pub = publishing{stage: stageHeader, exchange: m.Exchange, routingKey: m.RoutingKey, mandatory: m.Mandatory, ex: ex, hdr: ch.pub.hdr}
 	return nil
 }
 
@@ -122,10 +125,11 @@ func (ch *channel) content(f amqp.Frame) error {
 			return nil
 		}
 		p.hlen, p.size = len(f.Payload), int(size)
-		p.buf = append(make([]byte, 0, p.hlen+min(p.size, initialBody)), f.Payload...)
 		if size == 0 {
+			p.buf = append(make([]byte, 0, p.hlen), f.Payload...)
 			return ch.finishPublish()
 		}
+		p.hdr = append(p.hdr[:0], f.Payload...)
 		p.stage = stageBody
 		return nil
 	default: // amqp.FrameBody
@@ -133,6 +137,15 @@ func (ch *channel) content(f amqp.Frame) error {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content body frame on channel %d", ch.id)
 		}
 		end := p.hlen + p.size
+		if p.buf == nil {
+			// The first body frame: room for the whole body when it
+			// brings all of it, else for twice what it brings.
+			n := min(p.size, 2*len(f.Payload))
+			if len(f.Payload) >= p.size {
+				n = p.size
+			}
+			p.buf = append(make([]byte, 0, p.hlen+n), p.hdr...)
+		}
 		need := len(p.buf) + len(f.Payload)
 		if need > end {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "content body exceeds the size given in the content header")
@@ -156,6 +169,9 @@ func (ch *channel) content(f amqp.Frame) error {
 func (ch *channel) finishPublish() error {
 	p := ch.pub
 	ch.pub = publishing{}
+	if cap(p.hdr) <= maxHeaderScratch {
+		ch.pub.hdr = p.hdr[:0]
+	}
 	// Flow control holds a connection after a complete publish
 	// (conn.throttle).
 	ch.c.published = true

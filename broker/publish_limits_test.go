@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"runtime"
 	"testing"
@@ -110,5 +111,29 @@ func TestPublishClaimedSizeCostsNothingUntilItArrives(t *testing.T) {
 	}
 	if n := readyCount(t, ch, "claims"); n != 1 {
 		t.Fatalf("%d messages in the queue, want 1", n)
+	}
+}
+
+// Bodies in one frame and in many (the buffer grows as they arrive) come
+// out as they went in.
+func TestPublishBodyFrames(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	c, err := amqp091.DialConfig(s.URL, amqp091.Config{FrameSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ch := open(t, c)
+	q := declareQ(t, ch, "", nil)
+	for _, size := range []int{0, 1, 4088, 4089, 3 * 4088, 100_000, 1 << 20} {
+		body := make([]byte, size)
+		for i := range body {
+			body[i] = byte(i * 7)
+		}
+		pub(t, ch, "", q, false, amqp091.Publishing{Body: body, MessageId: "m"})
+		d := getOne(t, ch, q)
+		if !bytes.Equal(d.Body, body) || d.MessageId != "m" {
+			t.Fatalf("size %d: got %d bytes, message id %q", size, len(d.Body), d.MessageId)
+		}
 	}
 }
