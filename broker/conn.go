@@ -99,11 +99,9 @@ type conn struct {
 	// flowTimer bounds a wait of queue flow control (reader only).
 	flowTimer *time.Timer
 
-	// outHeld is set while the reader waits for the writer to bring the
-	// outbound buffer under the cap (holdForOutbound); the writer then
-	// signals outDrained after each write.
-	outHeld    atomic.Bool
-	outDrained chan struct{}
+	// outHeld is set while the reader waits for the writer to drain the
+	// outbound buffer (holdForOutbound).
+	outHeld atomic.Bool
 
 	starvedMu sync.Mutex
 	starved   []*consumer
@@ -155,14 +153,13 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		b:          b,
 		nc:         nc,
 		id:         b.nextID.Add(1),
-		out:        newOutbound(),
+		out:        newOutbound(2 * int64(b.cfg.OutboundCap)),
 		channels:   make(map[uint16]*channel),
 		writerDone: make(chan struct{}),
 		frameMax:   b.cfg.FrameMax,
 		channelMax: b.cfg.ChannelMax,
 	}
 	c.connectedAt = time.Now()
-	c.outDrained = make(chan struct{}, 1)
 	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
 	// Lazy: most connections never log, and encoding the fields is a
@@ -198,7 +195,7 @@ func (c *conn) run() error {
 	}
 	for {
 		c.throttle()
-		if c.out.pending.Load() > int64(c.b.cfg.OutboundCap) {
+		if c.out.over() {
 			c.holdForOutbound()
 		}
 		f, err := c.fr.ReadFrame()
@@ -422,6 +419,7 @@ func (c *conn) lingerClose() {
 // detects missed ones.
 func (c *conn) writeLoop(hb time.Duration) {
 	defer close(c.writerDone)
+	defer c.out.wakeDrained(true)
 	defer func() {
 		if r := recover(); r != nil {
 			c.writerPanicked(r)
@@ -460,53 +458,37 @@ func (c *conn) writeLoop(hb time.Duration) {
 		if c.flush() {
 			return
 		}
-		if c.outHeld.Load() {
-			select {
-			case c.outDrained <- struct{}{}:
-			default:
-			}
-		}
+		c.out.wakeDrained(false)
 		c.kickStarved()
 	}
 }
 
 // holdForOutbound stops reading the connection while its outbound buffer
-// is over Config.OutboundCap, until the writer brings it under (or the
-// connection closes): whatever the peer asks for (basic.get, mandatory
-// publishes coming back, confirms, declare-oks) is answered into that
-// buffer, so a peer that does not read its answers is slowed by TCP
+// is over its limit (twice Config.OutboundCap), until the writer drains it
+// or the connection closes: whatever the peer asks for (basic.get,
+// mandatory publishes coming back, confirms, declare-oks) is answered into
+// that buffer, so a peer that does not read its answers is slowed by TCP
 // backpressure instead of growing it. Consumer deliveries stop at the cap
 // by themselves (consumer.Acquire). Reader goroutine, no lock held.
 func (c *conn) holdForOutbound() {
 	c.flushConfirms()
-	o := c.out
-	limit := int64(c.b.cfg.OutboundCap)
-	// outHeld before the check of pending, the writer's order reversed:
-	// either this sees the writer's progress or the writer sees outHeld.
 	c.outHeld.Store(true)
-	for o.pending.Load() > limit {
+	for {
+		d := c.out.drainedChan()
+		if d == nil {
+			break
+		}
 		select {
-		case <-c.outDrained:
+		case <-d:
+			continue
 		case <-c.closeSig:
 		case <-c.writerDone:
 		}
-		if c.closing.Load() || isClosed(c.writerDone) {
-			break
-		}
+		break
 	}
 	c.outHeld.Store(false)
 	// The peer's heartbeats went unread meanwhile.
 	c.lastRead.Store(time.Now().UnixNano())
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // flush writes everything pending in the outbound buffer and reports

@@ -17,14 +17,15 @@ import (
 
 // A client that pipelines basic.get and mandatory unroutable publishes and
 // never reads: every reply goes to the outbound buffer, which must stay
-// within the cap (plus the one reply that crossed it) because the broker
-// stops reading that connection; once the client reads, everything comes.
+// within its limit, twice the cap (plus the one reply that crossed it),
+// because the broker stops reading that connection; once the client
+// reads, everything comes.
 func TestOutboundCapHoldsPipelinedReplies(t *testing.T) {
 	const (
 		outCap = 256 << 10
 		size   = 64 << 10
 		n      = 300
-		bound  = outCap + 2*size
+		bound  = 2*outCap + 2*size
 	)
 	s := brokertest.Start(t, &broker.Config{OutboundCap: outCap})
 	other := dial(t, s)
@@ -125,4 +126,108 @@ func TestOutboundCapHoldsPipelinedReplies(t *testing.T) {
 	}
 	r.send(1, &amqp.BasicGet{Queue: "backlog"})
 	rawExpect[*amqp.BasicGetEmpty](r, 1)
+}
+
+// Direct replies go straight to the reply consumer's outbound buffer from
+// another connection's reader: a consumer that never reads must not grow
+// that buffer past its limit, nor hold up its RPC server, whose replies
+// beyond the limit come back as unroutable.
+func TestOutboundCapDirectReplies(t *testing.T) {
+	const (
+		outCap = 256 << 10
+		size   = 64 << 10
+		n      = 400
+		bound  = 2*outCap + 2*size
+	)
+	s := brokertest.Start(t, &broker.Config{OutboundCap: outCap})
+	sc := dial(t, s)
+	server := open(t, sc)
+	if _, err := server.QueueDeclare("rpc", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	requests, err := server.Consume("rpc", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	client := rawOpen(t, s.Addr, defaultTune)
+	client.send(1, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](client, 1)
+	client.send(1, &amqp.BasicConsume{Queue: "amq.rabbitmq.reply-to", NoAck: true})
+	rawExpect[*amqp.BasicConsumeOk](client, 1)
+	b := amqp.AppendMethodFrame(nil, 1, &amqp.BasicPublish{RoutingKey: "rpc"})
+	b = amqp.AppendHeaderFrame(b, 1, amqp.ClassBasic, 0, &amqp.Properties{ReplyTo: "amq.rabbitmq.reply-to"})
+	client.write(b)
+	req := recv(t, requests)
+	var id uint64
+	port := client.nc.LocalAddr().(*net.TCPAddr).Port
+	for _, ci := range s.Connections() {
+		if ci.PeerPort == port {
+			id = ci.ID
+		}
+	}
+	var peak int64
+	sample := func() {
+		for _, ci := range s.Connections() {
+			if ci.ID == id && ci.SendPending > peak {
+				peak = ci.SendPending
+			}
+		}
+	}
+
+	returns := server.NotifyReturn(make(chan amqp091.Return, n))
+	body := bytes.Repeat([]byte("r"), size)
+	for range n {
+		pub(t, server, "", req.ReplyTo, true, amqp091.Publishing{Body: body})
+		sample()
+		if peak > bound {
+			t.Fatalf("the reply consumer's outbound buffer grew to %d bytes, cap %d", peak, outCap)
+		}
+	}
+	// The server is not held: a round trip, and its returns.
+	if _, err := server.QueueDeclarePassive("rpc", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	returned := 0
+	waitFor(t, "returns", func() bool {
+		for {
+			select {
+			case r := <-returns:
+				if r.ReplyCode != amqp091.NoRoute {
+					t.Fatalf("returned with %d %s", r.ReplyCode, r.ReplyText)
+				}
+				returned++
+				continue
+			default:
+			}
+			return returned > 0
+		}
+	})
+	t.Logf("peak %d, returned %d", peak, returned)
+	// The client gets the replies that were not returned.
+	client.send(1, &amqp.BasicCancel{ConsumerTag: "x"}) // unknown tag: answered, after the replies
+	got := 0
+	for {
+		f, err := client.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == amqp.FrameBody {
+			got += len(f.Payload)
+			continue
+		}
+		if f.Type != amqp.FrameMethod {
+			continue
+		}
+		m, err := amqp.DecodeMethod(f.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.(*amqp.BasicCancelOk); ok {
+			break
+		}
+	}
+	if want := (n - returned) * size; got != want {
+		t.Fatalf("the client got %d bytes of replies, want %d (%d returned of %d)", got, want, returned, n)
+	}
 }
