@@ -86,6 +86,7 @@ func TestHostileInput(t *testing.T) {
 		{"method in the middle of content", cat(publish, header(10), amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{})), amqp.UnexpectedFrame, false},
 		{"method between method and header", cat(publish, amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{})), amqp.UnexpectedFrame, false},
 		{"body longer than the header said", cat(publish, header(4), body(8)), amqp.UnexpectedFrame, false},
+		{"second body frame past the size", cat(publish, header(10), body(6), body(6)), amqp.UnexpectedFrame, false},
 		{"header of another class", cat(publish, amqp.AppendHeaderFrame(nil, 1, amqp.ClassQueue, 1, nil)), amqp.UnexpectedFrame, false},
 		{"content on channel 0", amqp.AppendHeaderFrame(nil, 0, amqp.ClassBasic, 1, nil), amqp.UnexpectedFrame, false},
 		{"heartbeat on a channel", []byte{amqp.FrameHeartbeat, 0, 1, 0, 0, 0, 0, amqp.FrameEnd}, amqp.UnexpectedFrame, false},
@@ -126,8 +127,8 @@ func TestHostileInput(t *testing.T) {
 	publishConsume(t, other)
 }
 
-// RabbitMQ limits the number of channels to channel_max, not their
-// numbers.
+// Channel numbers run from 1 to channel_max (RabbitMQ limits only how many
+// are open).
 func TestHostileChannelNumbers(t *testing.T) {
 	// The highest number opens when channel_max allows it.
 	s := brokertest.Start(t, &broker.Config{ChannelMax: 65535})
