@@ -301,11 +301,9 @@ type publishAccess struct {
 	keyValid      bool
 }
 
-// accessPublish: write on the exchange (cached per channel). It also
-// tells flow control that the connection published (conn.throttle).
+// accessPublish: write on the exchange (cached per channel).
 func (ch *channel) accessPublish(exchangeName string) error {
 	c := ch.c
-	c.published = true
 	pa := &ch.access
 	gen := c.b.permGen.Load()
 	if !pa.valid || pa.gen != gen || pa.exchange != exchangeName {

@@ -38,8 +38,6 @@ type channel struct {
 		tx       atomic.Bool
 	}
 	globalUnacked atomic.Int32
-	// paused is set by channel.flow{active=false} from the client.
-	paused atomic.Bool
 
 	confirm      bool
 	confirmSeq   uint64 // last publish sequence number
@@ -58,7 +56,7 @@ type channel struct {
 	lastQueue string
 
 	// starvedMu (a leaf lock) guards starved: consumers refused a delivery
-	// by channel.flow or the channel-wide prefetch, to retry when it lifts.
+	// by the channel-wide prefetch, to retry when it lifts.
 	starvedMu sync.Mutex
 	starved   []*consumer
 
@@ -91,14 +89,20 @@ func newChannel(c *conn, id uint16) *channel {
 // one is returned to close the connection.
 func (ch *channel) handleMethod(m amqp.Method) error {
 	if ch.closing.Load() {
+		// As in RabbitMQ, a closing channel ignores everything but close
+		// and close-ok, and keeps its number until the close-ok: a
+		// client's channel.close that crossed ours is answered, and its
+		// close-ok for ours follows.
 		switch m.(type) {
 		case *amqp.ChannelCloseOk:
 			delete(ch.c.channels, ch.id)
 		case *amqp.ChannelClose:
 			ch.c.send(ch.id, &amqp.ChannelCloseOk{})
-			delete(ch.c.channels, ch.id)
 		}
 		return nil
+	}
+	if h := testMethodHook.Load(); h != nil {
+		(*h)(m)
 	}
 	if ch.pub.stage != stageIdle {
 		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
@@ -210,11 +214,12 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.TxRollback:
 		return ch.txRollback()
 	case *amqp.ChannelFlow:
-		ch.paused.Store(!m.Active)
-		ch.c.send(ch.id, &amqp.ChannelFlowOk{Active: m.Active})
-		if m.Active {
-			ch.kickStarved()
+		// RabbitMQ refuses to stop deliveries by channel.flow (consumers
+		// have basic.qos for that) with a connection exception.
+		if !m.Active {
+			return amqp.Errorf(amqp.NotImplemented, amqp.ClassChannel, 20, "active=false")
 		}
+		ch.c.send(ch.id, &amqp.ChannelFlowOk{Active: true})
 		return nil
 	case *amqp.ChannelFlowOk:
 		return nil

@@ -99,6 +99,10 @@ type conn struct {
 	// flowTimer bounds a wait of queue flow control (reader only).
 	flowTimer *time.Timer
 
+	// outHeld is set while the reader waits for the writer to drain the
+	// outbound buffer (holdForOutbound).
+	outHeld atomic.Bool
+
 	starvedMu sync.Mutex
 	starved   []*consumer
 }
@@ -149,7 +153,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		b:          b,
 		nc:         nc,
 		id:         b.nextID.Add(1),
-		out:        newOutbound(),
+		out:        newOutbound(2 * int64(b.cfg.OutboundCap)),
 		channels:   make(map[uint16]*channel),
 		writerDone: make(chan struct{}),
 		frameMax:   b.cfg.FrameMax,
@@ -179,8 +183,8 @@ const frameSizeFudge = amqp.FrameOverhead
 // serve runs the connection until it ends. It is the reader goroutine;
 // the handshake starts the writer (startWriter).
 func (c *conn) serve() {
-	err := c.run()
-	c.teardown(endedByUs(err))
+	err := c.runRecovered()
+	c.teardownRecovered(endedByUs(err))
 }
 
 // run runs the handshake, then reads and handles frames until the
@@ -191,6 +195,9 @@ func (c *conn) run() error {
 	}
 	for {
 		c.throttle()
+		if c.out.over() {
+			c.holdForOutbound()
+		}
 		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return c.fail(err)
@@ -412,6 +419,12 @@ func (c *conn) lingerClose() {
 // detects missed ones.
 func (c *conn) writeLoop(hb time.Duration) {
 	defer close(c.writerDone)
+	defer c.out.wakeDrained(true)
+	defer func() {
+		if r := recover(); r != nil {
+			c.writerPanicked(r)
+		}
+	}()
 	o := c.out
 	var tick <-chan time.Time
 	if hb > 0 {
@@ -423,7 +436,7 @@ func (c *conn) writeLoop(hb time.Duration) {
 		select {
 		case <-o.signal:
 		case now := <-tick:
-			if !c.blocked.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
+			if !c.blocked.Load() && !c.outHeld.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
 				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
 				_ = c.nc.Close()
 				continue
@@ -437,12 +450,45 @@ func (c *conn) writeLoop(hb time.Duration) {
 				o.unlock(len(o.buf) - start)
 			}
 		}
+		if h := testWriteHook.Load(); h != nil {
+			name, _ := c.clientProps["connection_name"].(string)
+			(*h)(name)
+		}
 		c.flushAsyncConfirms()
 		if c.flush() {
 			return
 		}
+		c.out.wakeDrained(false)
 		c.kickStarved()
 	}
+}
+
+// holdForOutbound stops reading the connection while its outbound buffer
+// is over its limit (twice Config.OutboundCap), until the writer drains it
+// or the connection closes: whatever the peer asks for (basic.get,
+// mandatory publishes coming back, confirms, declare-oks) is answered into
+// that buffer, so a peer that does not read its answers is slowed by TCP
+// backpressure instead of growing it. Consumer deliveries stop at the cap
+// by themselves (consumer.Acquire). Reader goroutine, no lock held.
+func (c *conn) holdForOutbound() {
+	c.flushConfirms()
+	c.outHeld.Store(true)
+	for {
+		d := c.out.drainedChan()
+		if d == nil {
+			break
+		}
+		select {
+		case <-d:
+			continue
+		case <-c.closeSig:
+		case <-c.writerDone:
+		}
+		break
+	}
+	c.outHeld.Store(false)
+	// The peer's heartbeats went unread meanwhile.
+	c.lastRead.Store(time.Now().UnixNano())
 }
 
 // flush writes everything pending in the outbound buffer and reports

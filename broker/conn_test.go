@@ -589,19 +589,20 @@ func TestConnChannelErrors(t *testing.T) {
 
 func TestConnChannelMax(t *testing.T) {
 	s := brokertest.Start(t, nil)
-	// RabbitMQ limits how many channels are open, not their numbers.
+	// The usable channel numbers are 1..channel_max (stricter than
+	// RabbitMQ, which limits only how many channels are open).
 	r := rawOpen(t, s.Addr, rawTune{channelMax: 2, frameMax: 131072})
-	r.send(9, &amqp.ChannelOpen{})
-	rawExpect[*amqp.ChannelOpenOk](r, 9)
+	r.send(2, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](r, 2)
 	r.send(1, &amqp.ChannelOpen{})
 	rawExpect[*amqp.ChannelOpenOk](r, 1)
 	r.send(1, &amqp.ChannelClose{ReplyCode: 200})
 	rawExpect[*amqp.ChannelCloseOk](r, 1)
-	r.send(2, &amqp.ChannelOpen{})
-	rawExpect[*amqp.ChannelOpenOk](r, 2)
+	r.send(1, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](r, 1)
 	r.send(3, &amqp.ChannelOpen{})
 	cl := r.expectConnClose(amqp.NotAllowed)
-	if want := "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"; cl.ReplyText != want {
+	if want := "NOT_ALLOWED - channel number 3 is above the negotiated channel_max (2)"; cl.ReplyText != want {
 		t.Fatalf("reply text %q, want %q", cl.ReplyText, want)
 	}
 }

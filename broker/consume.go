@@ -32,7 +32,7 @@ type consumer struct {
 }
 
 // Acquire implements queue.Gate: the connection's outbound cap, then
-// channel.flow and the channel-wide prefetch. Called under the queue's lock.
+// the channel-wide prefetch. Called under the queue's lock.
 //
 // A consumer refused by the outbound cap is retried by the connection's
 // writer once the buffer drains (conn.starve). One refused by a limit of its
@@ -72,9 +72,6 @@ func deliveryCost(size int) int64 { return int64(size) + 256 }
 // channelCredit takes one delivery's worth of the channel's limits.
 func (cons *consumer) channelCredit() bool {
 	ch := cons.ch
-	if ch.paused.Load() {
-		return false
-	}
 	if cons.NoAck {
 		return true
 	}

@@ -48,5 +48,11 @@
 // writer never takes queueEntity.mu.
 //
 // Flow control: a publisher whose publish leaves a consumed queue with a
-// long backlog has its reader wait (flow.go), holding no lock.
+// long backlog has its reader wait (flow.go), holding no lock. A reader
+// whose connection's outbound buffer is over its limit waits for its
+// writer to drain it (conn.holdForOutbound), holding no lock; consumer
+// deliveries stop at the cap by themselves (consumer.Acquire).
+//
+// A panic in a reader or writer closes its connection with 541 and is
+// logged (recover.go); the broker goes on.
 package broker

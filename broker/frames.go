@@ -50,13 +50,19 @@ func (c *conn) handleFrame(f amqp.Frame) error {
 }
 
 // firstFrame handles a frame on a channel number not in use. RabbitMQ
-// creates the channel on its first frame, whatever it is, and limits the
-// number of channels, not their numbers, to the negotiated channel_max;
-// only then does the new channel insist on channel.open.
+// creates the channel on its first frame, whatever it is, and only then
+// does the new channel insist on channel.open.
+//
+// RabbitMQ limits the number of open channels to the negotiated
+// channel_max, not their numbers. Warren follows the spec, which makes
+// 1..channel_max the usable numbers (so the count is limited too): a frame
+// on a higher number closes the connection with 530 NOT_ALLOWED, the code
+// RabbitMQ gives for exceeding channel_max, rather than 504 CHANNEL_ERROR,
+// which reports a channel used in the wrong state.
 func (c *conn) firstFrame(f amqp.Frame) error {
-	if n := len(c.channels); c.channelMax != 0 && n >= int(c.channelMax) {
+	if c.channelMax != 0 && f.Channel > c.channelMax {
 		return amqp.Errorf(amqp.NotAllowed, 0, 0,
-			"number of channels opened (%d) has reached the negotiated channel_max (%d)", n, c.channelMax)
+			"channel number %d is above the negotiated channel_max (%d)", f.Channel, c.channelMax)
 	}
 	if f.Type != amqp.FrameMethod {
 		return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected method frame, got non method frame instead")

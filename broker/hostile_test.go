@@ -86,6 +86,7 @@ func TestHostileInput(t *testing.T) {
 		{"method in the middle of content", cat(publish, header(10), amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{})), amqp.UnexpectedFrame, false},
 		{"method between method and header", cat(publish, amqp.AppendMethodFrame(nil, 1, &amqp.BasicQos{})), amqp.UnexpectedFrame, false},
 		{"body longer than the header said", cat(publish, header(4), body(8)), amqp.UnexpectedFrame, false},
+		{"second body frame past the size", cat(publish, header(10), body(6), body(6)), amqp.UnexpectedFrame, false},
 		{"header of another class", cat(publish, amqp.AppendHeaderFrame(nil, 1, amqp.ClassQueue, 1, nil)), amqp.UnexpectedFrame, false},
 		{"content on channel 0", amqp.AppendHeaderFrame(nil, 0, amqp.ClassBasic, 1, nil), amqp.UnexpectedFrame, false},
 		{"heartbeat on a channel", []byte{amqp.FrameHeartbeat, 0, 1, 0, 0, 0, 0, amqp.FrameEnd}, amqp.UnexpectedFrame, false},
@@ -126,18 +127,20 @@ func TestHostileInput(t *testing.T) {
 	publishConsume(t, other)
 }
 
-// RabbitMQ limits the number of channels to channel_max, not their
-// numbers.
+// Channel numbers run from 1 to channel_max (RabbitMQ limits only how many
+// are open).
 func TestHostileChannelNumbers(t *testing.T) {
-	s := brokertest.Start(t, nil)
-	r := rawOpen(t, s.Addr, rawTune{channelMax: 2, frameMax: 131072})
+	// The highest number opens when channel_max allows it.
+	s := brokertest.Start(t, &broker.Config{ChannelMax: 65535})
+	r := rawOpen(t, s.Addr, rawTune{channelMax: 65535, frameMax: 131072})
 	r.send(65535, &amqp.ChannelOpen{})
 	rawExpect[*amqp.ChannelOpenOk](r, 65535)
-	r.send(9, &amqp.ChannelOpen{})
-	rawExpect[*amqp.ChannelOpenOk](r, 9)
-	r.send(10, &amqp.ChannelOpen{})
+	r = rawOpen(t, s.Addr, rawTune{channelMax: 2, frameMax: 131072})
+	r.send(2, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](r, 2)
+	r.send(65535, &amqp.ChannelOpen{})
 	cl := r.expectConnClose(amqp.NotAllowed)
-	if cl.ReplyText != "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)" {
+	if cl.ReplyText != "NOT_ALLOWED - channel number 65535 is above the negotiated channel_max (2)" {
 		t.Fatalf("reply %q", cl.ReplyText)
 	}
 }

@@ -37,7 +37,7 @@ func (b *Broker) mgmtChannel(vhostName, username string) (*channel, error) {
 	}
 	c := &conn{
 		b: b, log: b.log, vhost: v, user: u, vhostNm: v.name, userNm: u.name,
-		out: newOutbound(), channels: make(map[uint16]*channel),
+		out: newOutbound(0), channels: make(map[uint16]*channel),
 		frameMax: b.cfg.FrameMax, channelMax: b.cfg.ChannelMax,
 	}
 	return &channel{c: c, consumers: make(map[string]*consumer)}, nil

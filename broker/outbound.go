@@ -31,6 +31,16 @@ type outbound struct {
 	reserved atomic.Int64
 	closed   bool
 
+	// limit is the level of pending at which readers that add to the
+	// buffer wait for the writer (holdForOutbound, routeReply): twice the
+	// connection's cap, so that deliveries, which stop at the cap, do not
+	// hold the connection's reader (0: none).
+	limit int64
+	// drained, made by a waiter under mu, is closed by the writer once
+	// pending is at most limit; waiting tells the writer to look.
+	drained chan struct{}
+	waiting atomic.Bool
+
 	signal chan struct{}
 	// spare is the writer's previous buffer, reused for the next batch.
 	spare []byte
@@ -39,8 +49,46 @@ type outbound struct {
 	lastWrite time.Time
 }
 
-func newOutbound() *outbound {
-	return &outbound{signal: make(chan struct{}, 1)}
+func newOutbound(limit int64) *outbound {
+	return &outbound{signal: make(chan struct{}, 1), limit: limit}
+}
+
+// over reports whether pending is over limit: the reader of the
+// connection, and others delivering to it directly, wait (drainedChan).
+func (o *outbound) over() bool { return o.limit > 0 && o.pending.Load() > o.limit }
+
+// drainedChan returns a channel the writer closes once pending is at most
+// limit, or nil when it is already. Any goroutine, no lock held.
+func (o *outbound) drainedChan() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// waiting before pending is read, the writer's order reversed: either
+	// this sees the writer's progress or the writer sees waiting.
+	o.waiting.Store(true)
+	if o.closed || !o.over() {
+		return nil
+	}
+	if o.drained == nil {
+		o.drained = make(chan struct{})
+	}
+	return o.drained
+}
+
+// wakeDrained closes drained when pending is at most limit or the buffer
+// is closed (force: the writer is done). Writer goroutine, after a write.
+func (o *outbound) wakeDrained(force bool) {
+	if !o.waiting.Load() {
+		return
+	}
+	o.mu.Lock()
+	if force || o.closed || !o.over() {
+		o.waiting.Store(false)
+		if o.drained != nil {
+			close(o.drained)
+			o.drained = nil
+		}
+	}
+	o.mu.Unlock()
 }
 
 // wake tells the writer there is something to write.

@@ -22,13 +22,26 @@ type publishing struct {
 	exchange   string
 	routingKey string
 	mandatory  bool
-	// buf holds the content header payload followed by the body; header
-	// and body are slices of it (one allocation per message).
-	buf    []byte
-	header []byte
-	body   []byte
-	got    int
+	// ex is the exchange, looked up (and the publish permitted) at
+	// basic.publish, before any content is read.
+	ex *exchangeEntity
+	// hdr holds the content header payload until the first body frame
+	// (a scratch buffer the channel keeps from one publish to the next).
+	hdr []byte
+	// buf holds the content header payload (hlen bytes) followed by the
+	// body read so far; the message's header and body are slices of it.
+	// It is allocated at the first body frame and grows with what
+	// arrives, up to hlen+size: what the header claims costs nothing
+	// until it comes. A body that comes in one frame costs one allocation.
+	buf  []byte
+	hlen int
+	// size is the body size the content header gives.
+	size int
 }
+
+// maxHeaderScratch is the largest content header scratch buffer a channel
+// keeps for its next publish.
+const maxHeaderScratch = 16 << 10
 
 // txPublish is a publish held until tx.commit.
 type txPublish struct {
@@ -49,7 +62,27 @@ func (ch *channel) startPublish(m *amqp.BasicPublish) error {
 	if m.Immediate {
 		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 40, "immediate=true")
 	}
-	ch.pub = publishing{stage: stageHeader, exchange: m.Exchange, routingKey: m.RoutingKey, mandatory: m.Mandatory}
+	// What the method names is checked before the content is read: a
+	// refused publish costs nothing whatever size its header claims
+	// (its content is dropped with the closing channel's frames).
+	if err := ch.accessPublish(m.Exchange); err != nil {
+		return err
+	}
+	v := ch.c.vhost
+	v.mu.RLock()
+	ex := v.exchanges[m.Exchange]
+	v.mu.RUnlock()
+	if ex == nil {
+		return notFoundExchange(m.Exchange, v.name, amqp.ClassBasic, 40)
+	}
+	if ex.internal {
+		return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
+			"cannot publish to internal exchange '%s' in vhost '%s'", m.Exchange, v.name)
+	}
+	if err := ch.accessPublishTopic(ex, m.RoutingKey); err != nil {
+		return err
+	}
+	ch.pub = publishing{stage: stageHeader, exchange: m.Exchange, routingKey: m.RoutingKey, mandatory: m.Mandatory, ex: ex, hdr: ch.pub.hdr}
 	return nil
 }
 
@@ -91,25 +124,41 @@ func (ch *channel) content(f amqp.Frame) error {
 				"message size %d is larger than configured max size %d", size, ch.c.b.cfg.MaxMessageSize))
 			return nil
 		}
-		p.buf = make([]byte, len(f.Payload)+int(size))
-		copy(p.buf, f.Payload)
-		p.header = p.buf[:len(f.Payload):len(f.Payload)]
-		p.body = p.buf[len(f.Payload):]
-		p.got = 0
+		p.hlen, p.size = len(f.Payload), int(size)
 		if size == 0 {
+			p.buf = append(make([]byte, 0, p.hlen), f.Payload...)
 			return ch.finishPublish()
 		}
+		p.hdr = append(p.hdr[:0], f.Payload...)
 		p.stage = stageBody
 		return nil
 	default: // amqp.FrameBody
 		if p.stage != stageBody {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content body frame on channel %d", ch.id)
 		}
-		if len(f.Payload) > len(p.body)-p.got {
+		end := p.hlen + p.size
+		if p.buf == nil {
+			// The first body frame: room for the whole body when it
+			// brings all of it, else for twice what it brings.
+			n := min(p.size, 2*len(f.Payload))
+			if len(f.Payload) >= p.size {
+				n = p.size
+			}
+			p.buf = append(make([]byte, 0, p.hlen+n), p.hdr...)
+		}
+		need := len(p.buf) + len(f.Payload)
+		if need > end {
 			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "content body exceeds the size given in the content header")
 		}
-		p.got += copy(p.body[p.got:], f.Payload)
-		if p.got == len(p.body) {
+		if need > cap(p.buf) {
+			// Grow with what arrives: a client that claims a large body
+			// and sends little of it costs little.
+			buf := make([]byte, len(p.buf), min(end, max(need, 2*cap(p.buf))))
+			copy(buf, p.buf)
+			p.buf = buf
+		}
+		p.buf = append(p.buf, f.Payload...)
+		if len(p.buf) == end {
 			return ch.finishPublish()
 		}
 		return nil
@@ -120,39 +169,32 @@ func (ch *channel) content(f amqp.Frame) error {
 func (ch *channel) finishPublish() error {
 	p := ch.pub
 	ch.pub = publishing{}
-	mode, prio := peekModePriority(p.header)
+	if cap(p.hdr) <= maxHeaderScratch {
+		ch.pub.hdr = p.hdr[:0]
+	}
+	// Flow control holds a connection after a complete publish
+	// (conn.throttle).
+	ch.c.published = true
+	hdr := p.buf[:p.hlen:p.hlen]
+	mode, prio := peekModePriority(hdr)
 	msg := &queue.Message{
 		Exchange:   p.exchange,
 		RoutingKey: p.routingKey,
-		Header:     p.header,
-		Body:       p.body,
+		Header:     hdr,
+		Body:       p.buf[p.hlen:],
 		Persistent: mode == 2,
 		Priority:   prio,
 	}
-	if err := ch.accessPublish(p.exchange); err != nil {
+	// The exchange was checked at basic.publish; route treats one
+	// deleted since as routing nowhere.
+	ex := p.ex
+	if err := ch.checkUserID(hdr); err != nil {
 		return err
 	}
-	v := ch.c.vhost
-	v.mu.RLock()
-	ex := v.exchanges[p.exchange]
-	v.mu.RUnlock()
-	if ex == nil {
-		return notFoundExchange(p.exchange, v.name, amqp.ClassBasic, 40)
-	}
-	if ex.internal {
-		return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 40,
-			"cannot publish to internal exchange '%s' in vhost '%s'", p.exchange, v.name)
-	}
-	if err := ch.accessPublishTopic(ex, p.routingKey); err != nil {
+	if err := checkExpiration(hdr); err != nil {
 		return err
 	}
-	if err := ch.checkUserID(p.header); err != nil {
-		return err
-	}
-	if err := checkExpiration(p.header); err != nil {
-		return err
-	}
-	header, err := ch.rewriteReplyTo(p.header)
+	header, err := ch.rewriteReplyTo(hdr)
 	if err != nil {
 		return err
 	}

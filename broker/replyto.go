@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -26,6 +28,10 @@ type replyConsumer struct {
 	ch   *channel
 	tag  string
 	name string
+	// stuck is set when a reply was dropped because the consumer's
+	// outbound buffer stayed over its limit: later replies do not wait
+	// for it again until it drains (routeReply).
+	stuck atomic.Bool
 }
 
 // replyRegistry holds the reply consumers of the broker.
@@ -116,8 +122,28 @@ func (ch *channel) rewriteReplyTo(header []byte) ([]byte, error) {
 // routeReply delivers a publish to the default exchange addressed to a
 // reply name straight to its consumer. It reports whether it was
 // delivered; an unknown name is unroutable.
+//
+// With no queue in between, the reply goes to the consumer's outbound
+// buffer, which must stay bounded although this reader is another
+// connection's: while that buffer is over its limit the publisher waits
+// for it to drain, at most flowWait, and a reply that still finds it over
+// is dropped as unroutable (returned when mandatory); until the buffer
+// drains, further replies to it are dropped without waiting. A consumer
+// that does not read its replies loses them rather than holding its RPC
+// server's connection; RabbitMQ documents direct replies as not
+// fault-tolerant.
 func (ch *channel) routeReply(mandatory bool, msg *queue.Message) bool {
 	rc := ch.c.b.reply.lookup(msg.RoutingKey)
+	if rc != nil {
+		if rc.ch.c.out.over() {
+			if rc.stuck.Load() || !ch.c.waitDrained(rc.ch.c) {
+				rc.stuck.Store(true)
+				rc = nil
+			}
+		} else if rc.stuck.Load() {
+			rc.stuck.Store(false)
+		}
+	}
 	if rc == nil || !rc.deliver(msg) {
 		ch.returnUnroutable(mandatory, msg)
 		return false
@@ -156,3 +182,31 @@ func (rc *replyConsumer) deliver(msg *queue.Message) bool {
 // isReplyName reports whether a default-exchange routing key addresses a
 // reply consumer.
 func isReplyName(key string) bool { return strings.HasPrefix(key, replyToPrefix) }
+
+// waitDrained waits, at most flowWait, for peer's outbound buffer to be
+// within its limit, and reports whether it is. Reader goroutine (its
+// flowTimer), no lock held.
+func (c *conn) waitDrained(peer *conn) bool {
+	if c.flowTimer == nil {
+		c.flowTimer = time.NewTimer(flowWait)
+	} else {
+		c.flowTimer.Reset(flowWait)
+	}
+	// Go 1.23 timers: Stop leaves no stale tick behind.
+	defer c.flowTimer.Stop()
+	for {
+		d := peer.out.drainedChan()
+		if d == nil {
+			return true
+		}
+		select {
+		case <-d:
+		case <-peer.writerDone:
+			return false
+		case <-c.closeSig:
+			return false
+		case <-c.flowTimer.C:
+			return !peer.out.over()
+		}
+	}
+}

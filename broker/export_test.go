@@ -1,0 +1,36 @@
+package broker
+
+import "github.com/warrenmq/warren/amqp"
+
+// SetMethodHook makes every broker of the process call f before it handles
+// a channel method (on the connection's reader); nil removes it.
+func SetMethodHook(f func(amqp.Method)) {
+	if f == nil {
+		testMethodHook.Store(nil)
+		return
+	}
+	testMethodHook.Store(&f)
+}
+
+// SetWriteHook makes every connection's writer call f, with the client's
+// connection_name, before each flush; nil removes it.
+func SetWriteHook(f func(connectionName string)) {
+	if f == nil {
+		testWriteHook.Store(nil)
+		return
+	}
+	testWriteHook.Store(&f)
+}
+
+// OutboundHeld reports whether the reader of connection id is held until
+// its outbound buffer drains.
+func (b *Broker) OutboundHeld(id uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		if c.id == id {
+			return c.outHeld.Load()
+		}
+	}
+	return false
+}
