@@ -30,6 +30,9 @@ type op struct {
 	// skip is set by cancelSettled on an append removed in the same batch
 	// (and on its mark and removal): nothing of it is written.
 	skip bool
+	// withNext ties the op to the next one (a stream chunk's data and
+	// header): they are written, and fail, together.
+	withNext bool
 	// n is, for an append of a large body, the length of the message
 	// record, which its chunk records follow in buf; for a removal, the
 	// number of chunk records to delete (large.go).
@@ -431,11 +434,36 @@ func (s *Store) cancelSettled(blocks [][]op) {
 func (s *Store) writeBatch(blocks [][]op) {
 	var firstErr error
 	var errs []error
+	var carry error // the failure of a group that goes on in the next block
 	for _, ops := range blocks {
 		errs = errs[:0]
+		carried := 0
+		if carry != nil {
+			// The group's first ops failed in the previous block: the rest
+			// is not written either.
+			for carried < len(ops) {
+				ops[carried].skip = true
+				carried++
+				if !ops[carried-1].withNext {
+					break
+				}
+			}
+		}
 		if err := s.commit(ops); err != nil {
 			s.log.Error("journal write failed, writing its entries one by one", zap.Int("entries", len(ops)), zap.Error(err))
 			errs = s.commitEach(ops, errs)
+		}
+		if carried > 0 {
+			if len(errs) == 0 {
+				errs = append(errs, make([]error, len(ops))...)
+			}
+			for i := range carried {
+				errs[i] = carry
+			}
+		}
+		carry = nil
+		if n := len(ops); n > 0 && ops[n-1].withNext && len(errs) > 0 && errs[n-1] != nil {
+			carry = errs[n-1]
 		}
 		var done int64
 		for i := range ops {
@@ -470,17 +498,23 @@ func (s *Store) writeBatch(blocks [][]op) {
 	}
 }
 
-// commitEach commits each op of ops alone and appends its error (nil for one that
-// needs no write) to errs, which it returns.
+// commitEach commits each op of ops alone (ops tied with withNext together) and
+// appends its error (nil for one that needs no write) to errs, which it returns.
 func (s *Store) commitEach(ops []op, errs []error) []error {
-	for i := range ops {
+	for i := 0; i < len(ops); {
+		j := i + 1
+		for j < len(ops) && ops[j-1].withNext {
+			j++
+		}
 		var err error
-		if k := ops[i].kind; !ops[i].skip && k != opFlush {
-			if err = s.commit(ops[i : i+1]); err != nil {
+		if k := ops[i].kind; k != opFlush {
+			if err = s.commit(ops[i:j]); err != nil {
 				s.log.Error("journal entry not written", zap.Stringer("kind", k), zap.Binary("key", ops[i].key()), zap.Error(err))
 			}
 		}
-		errs = append(errs, err)
+		for ; i < j; i++ {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

@@ -238,3 +238,39 @@ func TestRecordOverLimitFailsAlone(t *testing.T) {
 		t.Fatalf("Flush: %v", err)
 	}
 }
+
+// TestStreamChunkFailsWhole: a stream chunk's data and header are written
+// and fail together: when the data is refused the header is not written
+// and done gets the error, while a neighbour in the same commit is written.
+func TestStreamChunkFailsWhole(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	gate, release := make(chan struct{}), make(chan struct{})
+	s.SetJournalFault(func(k []byte) error {
+		if bytes.Equal(k, msgKey(1, 1)) {
+			close(gate)
+			<-release
+		}
+		if bytes.Equal(k, streamKey(5, streamChunkData, 10)) {
+			return errors.New("injected write failure")
+		}
+		return nil
+	})
+	s.Append(1, 1, testMessage(1, 1), nil)
+	<-gate
+	errc := make(chan error, 2)
+	s.AppendStreamChunk(5, &StreamChunk{First: 10, Count: 1}, []StreamMessage{{Body: []byte("x")}}, func(err error) { errc <- err })
+	s.AppendStreamChunk(5, &StreamChunk{First: 11, Count: 1}, []StreamMessage{{Body: []byte("y")}}, func(err error) { errc <- err })
+	close(release)
+	if err := <-errc; err == nil {
+		t.Fatal("chunk 10: no error")
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("chunk 11: %v", err)
+	}
+	s.SetJournalFault(nil)
+	idx, err := s.LoadStream(5)
+	if err != nil || len(idx.Chunks) != 1 || idx.Chunks[0].First != 11 {
+		t.Fatalf("LoadStream: %+v %v", idx.Chunks, err)
+	}
+}

@@ -128,7 +128,7 @@ func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 	hdr := append([]byte{streamKeyLen}, streamKey(streamID, streamChunkHeader, c.First)...)
 	hdr = appendChunkHeader(hdr, c)
 	// The data goes first: a chunk's header is never durable without it.
-	s.submit([]op{{kind: opSet, buf: data}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
+	s.submit([]op{{kind: opSet, buf: data, withNext: true}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
 }
 
 // SetStreamOffset stores the acknowledged offset of named consumer name of

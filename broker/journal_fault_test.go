@@ -1,0 +1,93 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/broker"
+	"github.com/warrenmq/warren/broker/brokertest"
+	"github.com/warrenmq/warren/store"
+)
+
+// startWithStore is startOn that also returns the store, for its fault hook.
+func startWithStore(t *testing.T, dir string) (*brokertest.Server, *store.Store, func()) {
+	t.Helper()
+	st, err := store.Open(store.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := brokertest.Start(t, &broker.Config{Store: st})
+	stopped := false
+	return s, st, func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = s.Close()
+		if err := st.Close(); err != nil {
+			t.Errorf("closing store: %v", err)
+		}
+	}
+}
+
+// publishOneConfirmed publishes body to q and returns whether it was acked.
+func publishOneConfirmed(t *testing.T, ch *amqp091.Channel, q, body string) bool {
+	t.Helper()
+	confirmMode(t, ch)
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", q, false, false,
+		amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := dc.WaitContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// TestStreamChunkWriteFailureNotCommitted: a stream chunk whose write fails
+// is nacked and never delivered, and the next message takes its offset: no
+// gap, before or after a restart.
+func TestStreamChunkWriteFailureNotCommitted(t *testing.T) {
+	dir := t.TempDir()
+	s, st, stop := startWithStore(t, dir)
+	ch := open(t, dial(t, s))
+	declareStream(t, ch, "s", nil)
+	if !publishOneConfirmed(t, ch, "s", "m0") {
+		t.Fatal("m0 nacked")
+	}
+	// Refuse the data record of the chunk at offset 1.
+	st.SetJournalFault(func(k []byte) error {
+		if len(k) == 18 && k[0] == 's' && k[9] == 'd' && binary.BigEndian.Uint64(k[10:]) == 1 {
+			return errors.New("injected write failure")
+		}
+		return nil
+	})
+	if publishOneConfirmed(t, ch, "s", "m1") {
+		t.Fatal("m1 acked although its chunk was not written")
+	}
+	st.SetJournalFault(nil)
+	if !publishOneConfirmed(t, ch, "s", "m2") {
+		t.Fatal("m2 nacked")
+	}
+	check := func(when string) {
+		_, d := consumeStream(t, dial(t, s), "s", 10, amqp091.Table{"x-stream-offset": "first"})
+		for i, want := range []string{"m0", "m2"} {
+			m := recv(t, d)
+			if string(m.Body) != want || offsetOf(t, m) != int64(i) {
+				t.Fatalf("%s: delivery %d is %q at offset %d, want %q at %d", when, i, m.Body, offsetOf(t, m), want, i)
+			}
+		}
+		noDelivery(t, d)
+	}
+	check("before restart")
+	stop()
+	s, _, stop = startWithStore(t, dir)
+	defer stop()
+	check("after restart")
+}
