@@ -373,10 +373,13 @@ func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
 	}
 }
 
-// markDelivered records the first delivery of a journaled message, so a
-// restart reports it redelivered. Hold qe.mu.
+// markDelivered records a delivery of a journaled message: the first, so a
+// restart reports it redelivered, and on a quorum queue or under a delivery
+// limit every one, so that x-delivery-count and x-delivery-limit go on
+// counting after a restart. The store batches the marks (no sync of their
+// own) and writes only the last of a message's marks pending. Hold qe.mu.
 func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
-	if st := b.cfg.Store; qe.journaled(e.Msg) && e.Deliveries == 1 {
+	if st := b.cfg.Store; qe.journaled(e.Msg) && (e.Deliveries == 1 || qe.quorum || qe.q.Config().DeliveryLimit >= 0) {
 		st.MarkDelivered(qe.storeID, e.Seq, e.Deliveries)
 	}
 }

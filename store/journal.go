@@ -173,7 +173,15 @@ func (s *Store) MarkDelivered(queueID, seq uint64, deliveries uint32) {
 		return
 	}
 	// The first mark waits: most deliveries are acknowledged sooner, and
-	// then it is never written (late marks, below).
+	// then it is never written (late marks, below). A later one waiting
+	// replaces it.
+	for _, m := range s.lateMarks {
+		if _, ok := m[ref]; ok {
+			m[ref] = deliveries
+			s.mu.Unlock()
+			return
+		}
+	}
 	s.lateMarks[0][ref] = deliveries
 	s.late++
 	wake := s.late == 1 && s.npending == 0

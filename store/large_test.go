@@ -274,3 +274,28 @@ func TestStreamChunkFailsWhole(t *testing.T) {
 		t.Fatalf("LoadStream: %+v %v", idx.Chunks, err)
 	}
 }
+
+// TestLateMarkReplacedNotDuplicated: a second delivery mark of a message
+// whose first one is still waiting replaces it, so the message's removal
+// drops it and no mark outlives its message.
+func TestLateMarkReplacedNotDuplicated(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	appendSync(t, s, 1, 1, testMessage(1, 1))
+	s.MarkDelivered(1, 1, 1)
+	s.mu.Lock()
+	s.ageMarksLocked(false) // as a removeDelay tick: the mark is now the older generation
+	s.mu.Unlock()
+	s.MarkDelivered(1, 1, 2)
+	s.Remove(1, 1)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	late := s.late
+	s.mu.Unlock()
+	mustClose(t, s)
+	if keys := rawKeys(t, dir, queuePrefix(1)); len(keys) != 0 || late != 0 {
+		t.Fatalf("after Remove: keys %q, late marks %d", keys, late)
+	}
+}
