@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -90,4 +91,48 @@ func TestStreamChunkWriteFailureNotCommitted(t *testing.T) {
 	s, _, stop = startWithStore(t, dir)
 	defer stop()
 	check("after restart")
+}
+
+// TestStreamLongConsumerNameKeepsItsOffset: a named stream consumer whose
+// name is too long for the store's plain offset key (over 245 bytes) keeps
+// its acknowledged offset across a restart like a short one.
+func TestStreamLongConsumerNameKeepsItsOffset(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := startOn(t, dir)
+	c := dial(t, s)
+	ch := open(t, c)
+	declareStream(t, ch, "s", nil)
+	publishStream(t, ch, "s", "m", 10, nil)
+	// Names over 255 bytes are refused, as RabbitMQ limits stream
+	// tracking references.
+	_, err := open(t, c).Consume("s", "", false, false, false, false,
+		amqp091.Table{"x-stream-consumer-name": strings.Repeat("n", 256)})
+	expectCode(t, err, 406)
+	names := []string{strings.Repeat("n", 255), strings.Repeat("q", 246), "short"}
+	for i, name := range names {
+		cch, d := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-offset": "first", "x-stream-consumer-name": name})
+		var last amqp091.Delivery
+		for j := 0; j <= 2+i; j++ {
+			last = recv(t, d)
+		}
+		if err := last.Ack(true); err != nil {
+			t.Fatal(err)
+		}
+		_ = cch.Close()
+	}
+	waitFor(t, "the named offsets", func() bool {
+		q, err := s.Broker.Queue("/", "s")
+		return err == nil && len(q.Stream.Named) == 3
+	})
+	stop()
+
+	s, stop = startOn(t, dir)
+	defer stop()
+	c = dial(t, s)
+	for i, name := range names {
+		_, d := consumeStream(t, c, "s", 10, amqp091.Table{"x-stream-consumer-name": name})
+		if m := recv(t, d); offsetOf(t, m) != int64(3+i) {
+			t.Fatalf("consumer named with %d bytes resumed at %d, want %d", len(name), offsetOf(t, m), 3+i)
+		}
+	}
 }

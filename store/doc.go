@@ -44,6 +44,7 @@
 //	's' queueID(8) 'c' offset(8)    header of the stream chunk starting at offset
 //	's' queueID(8) 'd' offset(8)    messages of that chunk
 //	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
+//	's' queueID(8) 'h' sha256(32)   the same for a name over 245 bytes (the name in the value)
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
 // 8 topic permission, 9 global parameter.
@@ -85,7 +86,7 @@
 //	                          value, 2 too many filter values to list), strs filter values
 //	stream chunk messages     count × (str exchange, str routing key, bytes content header,
 //	                          bytes body, str filter value)
-//	stream offset             uvarint offset
+//	stream offset             uvarint offset ('o'); uvarint offset, str name ('h')
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags

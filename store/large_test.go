@@ -299,3 +299,32 @@ func TestLateMarkReplacedNotDuplicated(t *testing.T) {
 		t.Fatalf("after Remove: keys %q, late marks %d", keys, late)
 	}
 }
+
+// TestStreamOffsetLongNames: named offsets of every name length are kept,
+// the long ones under a hashed key.
+func TestStreamOffsetLongNames(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	names := map[string]uint64{"a": 1, string(bytes.Repeat([]byte("b"), maxOffsetName)): 2,
+		string(bytes.Repeat([]byte("c"), maxOffsetName+1)): 3, string(bytes.Repeat([]byte("d"), 5000)): 4}
+	for n, off := range names {
+		s.SetStreamOffset(9, n, off)
+	}
+	s.SetStreamOffset(9, string(bytes.Repeat([]byte("d"), 5000)), 5) // moves on
+	names[string(bytes.Repeat([]byte("d"), 5000))] = 5
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	s = openTest(t, dir)
+	idx, err := s.LoadStream(9)
+	if err != nil || !maps.Equal(idx.Offsets, names) || idx.Corrupt != 0 {
+		t.Fatalf("LoadStream: %d offsets, corrupt %d, %v", len(idx.Offsets), idx.Corrupt, err)
+	}
+	if err := s.RemoveStream(9); err != nil {
+		t.Fatal(err)
+	}
+	if idx, _ := s.LoadStream(9); len(idx.Offsets) != 0 {
+		t.Fatalf("after RemoveStream: %d offsets", len(idx.Offsets))
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,7 +17,14 @@ const (
 	streamChunkHeader = 'c'
 	streamChunkData   = 'd'
 	streamOffset      = 'o'
-	streamKeyLen      = 1 + 8 + 1 + 8
+	// streamLongOffset keys the offset of a consumer whose name does not
+	// fit in a key: 's' streamID(8) 'h' SHA-256(name), the name in the
+	// record.
+	streamLongOffset = 'h'
+	streamKeyLen     = 1 + 8 + 1 + 8
+	// maxOffsetName is the longest consumer name kept in its key (a key of
+	// an opSet is at most 255 bytes).
+	maxOffsetName = 255 - (1 + 8 + 1)
 )
 
 // StreamChunk is a chunk of a stream: a batch of messages appended together.
@@ -134,13 +142,22 @@ func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 // SetStreamOffset stores the acknowledged offset of named consumer name of
 // streamID. Like MarkDelivered it has no sync of its own: it rides with the
 // next group commit or is written within ~200 ms. Dropped after Close.
+// A name of any length is kept: one over maxOffsetName bytes is keyed by its
+// SHA-256 and kept whole in the record.
 func (s *Store) SetStreamOffset(streamID uint64, name string, off uint64) {
-	key := append(streamPrefix(streamID, streamOffset), name...)
-	buf := append([]byte{byte(len(key))}, key...)
-	if len(key) > 255 {
-		return
+	var key []byte
+	long := len(name) > maxOffsetName
+	if long {
+		sum := sha256.Sum256([]byte(name))
+		key = append(streamPrefix(streamID, streamLongOffset), sum[:]...)
+	} else {
+		key = append(streamPrefix(streamID, streamOffset), name...)
 	}
+	buf := append([]byte{byte(len(key))}, key...)
 	buf = binary.AppendUvarint(beginRecord(buf), off)
+	if long {
+		buf = appendString(buf, name)
+	}
 	sealRecord(buf[1+len(key):])
 	s.submit([]op{{kind: opSet, buf: buf}}, false, false, nil)
 }
@@ -204,7 +221,7 @@ func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
 		it.Close()
 		prefix := streamPrefix(streamID, streamOffset)
 		it = txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
+		defer func() { it.Close() }()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			name := string(item.Key()[len(prefix):])
@@ -214,6 +231,28 @@ func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
 				continue
 			}
 			idx.Offsets[name] = off
+		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamLongOffset)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			err := it.Item().Value(func(val []byte) error {
+				payload, err := openRecord(val)
+				if err != nil {
+					return err
+				}
+				d := decoder{b: payload}
+				off := d.uvarint()
+				name := d.string()
+				if err := d.finish(); err != nil {
+					return err
+				}
+				idx.Offsets[name] = off
+				return nil
+			})
+			if err != nil {
+				idx.Corrupt++
+				s.log.Warn("skipping corrupt stream offset", zap.Uint64("stream-id", streamID), zap.Error(err))
+			}
 		}
 		return nil
 	})
