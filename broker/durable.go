@@ -359,6 +359,54 @@ func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expire
 	return true
 }
 
+// appendFailed is the store's report that message seq of the queue with
+// store id queueID could not be journaled (its publisher, if confirming,
+// got a nack): the queue lets it go, so that what it holds is what a
+// restart recovers. Journal writer goroutine: the work is handed to a
+// goroutine of its own (counted with the pagers, which Close waits for),
+// as the writer must not take queue locks.
+func (b *Broker) appendFailed(queueID, seq uint64, err error) {
+	b.pagerMu.Lock()
+	closed := b.pagersClosed
+	if !closed {
+		b.pagers.Add(1)
+	}
+	b.pagerMu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer b.pagers.Done()
+		b.dropUnjournaled(queueID, seq, err)
+	}()
+}
+
+// dropUnjournaled removes message seq, not journaled, from the queue with
+// store id queueID if it is still ready there. A message already delivered
+// is left to its consumer. No lock held.
+func (b *Broker) dropUnjournaled(queueID, seq uint64, err error) {
+	var qe *queueEntity
+	b.mu.Lock()
+	for _, v := range b.vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.storeID == queueID && q.durable {
+				qe = q
+			}
+		}
+		v.mu.RUnlock()
+	}
+	b.mu.Unlock()
+	if qe == nil {
+		return
+	}
+	qe.mu.Lock()
+	dropped := !qe.deleted && qe.q.DropReady(seq)
+	qe.mu.Unlock()
+	b.log.Warn("message not journaled", zap.String("vhost", qe.vhost.name), zap.String("queue", qe.name),
+		zap.Uint64("seq", seq), zap.Bool("dropped", dropped), zap.Error(err))
+}
+
 // unjournal removes a settled message's record: its spilled copy, or its
 // journal record (a paged-out message, Msg nil, that was not spilled is
 // journaled). Hold qe.mu.

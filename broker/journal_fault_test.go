@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -134,5 +135,58 @@ func TestStreamLongConsumerNameKeepsItsOffset(t *testing.T) {
 		if m := recv(t, d); offsetOf(t, m) != int64(3+i) {
 			t.Fatalf("consumer named with %d bytes resumed at %d, want %d", len(name), offsetOf(t, m), 3+i)
 		}
+	}
+}
+
+// TestFailedJournalWriteFailsOnlyItsMessage: a persistent message whose
+// journal write fails is nacked alone (its neighbours are acked), and the
+// queue lets it go: what the queue holds is what a restart recovers.
+func TestFailedJournalWriteFailsOnlyItsMessage(t *testing.T) {
+	dir := t.TempDir()
+	s, st, stop := startWithStore(t, dir)
+	ch := open(t, dial(t, s))
+	if _, err := ch.QueueDeclare("q", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Refuse the third message key written.
+	var seen [][]byte
+	st.SetJournalFault(func(k []byte) error {
+		if len(k) != 17 || k[0] != 'm' {
+			return nil
+		}
+		for i, s := range seen {
+			if string(s) == string(k) {
+				if i == 2 {
+					return errors.New("injected write failure")
+				}
+				return nil
+			}
+		}
+		seen = append(seen, append([]byte(nil), k...))
+		if len(seen) == 3 {
+			return errors.New("injected write failure")
+		}
+		return nil
+	})
+	for i := 0; i < 5; i++ {
+		if acked := publishOneConfirmed(t, ch, "q", fmt.Sprint("m", i)); acked != (i != 2) {
+			t.Fatalf("m%d: acked %v", i, acked)
+		}
+	}
+	st.SetJournalFault(nil)
+	want := []string{"m0", "m1", "m3", "m4"}
+	waitFor(t, "the refused message dropped", func() bool { return queueInfo(t, s, "q").Ready == len(want) })
+	stop()
+	s, _, stop = startWithStore(t, dir)
+	defer stop()
+	ch = open(t, dial(t, s))
+	for _, w := range want {
+		m, ok, err := ch.Get("q", true)
+		if err != nil || !ok || string(m.Body) != w {
+			t.Fatalf("after restart: %q %v %v, want %q", m.Body, ok, err, w)
+		}
+	}
+	if _, ok, _ := ch.Get("q", true); ok {
+		t.Fatal("after restart: more messages than before")
 	}
 }

@@ -488,6 +488,11 @@ func (s *Store) writeBatch(blocks [][]op) {
 				if o.done != nil {
 					o.done(err)
 				}
+				if err != nil && o.kind == opAppend && o.buf[0] == prefixMsg {
+					if f := s.appendFailed.Load(); f != nil {
+						(*f)(binary.BigEndian.Uint64(o.buf[1:9]), binary.BigEndian.Uint64(o.buf[9:17]), err)
+					}
+				}
 				done += appendCost(o.buf)
 			case opFlush:
 				o.done(firstErr)
@@ -661,4 +666,16 @@ func (s *Store) SetJournalFault(f func(key []byte) error) {
 		return
 	}
 	s.journalFault.Store(&f)
+}
+
+// OnAppendFailure sets f to be called on the journal writer for each Append whose
+// write failed, after its done: message seq of queueID is not in the journal, and
+// whoever holds it in memory should let it go so that memory agrees with the store.
+// f must be quick and must not call the store. nil removes it.
+func (s *Store) OnAppendFailure(f func(queueID, seq uint64, err error)) {
+	if f == nil {
+		s.appendFailed.Store(nil)
+		return
+	}
+	s.appendFailed.Store(&f)
 }

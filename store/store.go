@@ -104,6 +104,8 @@ type Store struct {
 	chunked map[[msgKeyLen]byte]uint32
 	// journalFault is the writer's fault hook (SetJournalFault).
 	journalFault atomic.Pointer[func(key []byte) error]
+	// appendFailed is told of failed appends (OnAppendFailure).
+	appendFailed atomic.Pointer[func(queueID, seq uint64, err error)]
 
 	wake chan struct{} // cap 1: pending changed
 	stop chan struct{} // closed by Close
