@@ -43,6 +43,7 @@
 //	                                a large body has chunks here too ('b' i(4))
 //	's' queueID(8) 'c' offset(8)    header of the stream chunk starting at offset
 //	's' queueID(8) 'd' offset(8)    messages of that chunk
+//	's' queueID(8) 'd' offset(8) 'b' i(4)  chunk i of those messages, when over 4 MiB
 //	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
 //	's' queueID(8) 'h' sha256(32)   the same for a name over 245 bytes (the name in the value)
 //
@@ -65,7 +66,8 @@
 //
 //	version(1) crc32c(4, big-endian) payload
 //
-// version is the record format: 1, or 2 for a message whose body is in chunk records. crc32c is CRC-32C (Castagnoli) of the
+// version is the record format: 1, or 2 for a message (or stream chunk data) whose
+// bytes are in chunk records. crc32c is CRC-32C (Castagnoli) of the
 // version byte followed by the payload. A record whose checksum fails, whose version is
 // unknown or whose payload does not decode is corrupt: it is logged and skipped
 // (LoadDefinitions counts it in Definitions.Corrupt, ScanQueue in ScanStats.Corrupt) and
@@ -83,9 +85,12 @@
 //	delivery mark             uvarint deliveries
 //	stream chunk header       uvarint count, int timestamp (unix ms), uvarint body bytes,
 //	                          uvarint segment, uvarint flags (1 a message has no filter
-//	                          value, 2 too many filter values to list), strs filter values
+//	                          value, 2 too many filter values to list, 4 data in chunk
+//	                          records), strs filter values, with flag 4 uvarint chunks
 //	stream chunk messages     count × (str exchange, str routing key, bytes content header,
-//	                          bytes body, str filter value)
+//	                          bytes body, str filter value); over 4 MiB a version-2
+//	                          record of uvarint length, uvarint chunk length, and
+//	                          those bytes in chunk records
 //	stream offset             uvarint offset ('o'); uvarint offset, str name ('h')
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key

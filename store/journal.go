@@ -16,10 +16,10 @@ type opKind uint8
 const (
 	opAppend     opKind = iota + 1 // set buf[:msgKeyLen] → buf[msgKeyLen:] (with n, large.go)
 	opMark                         // set buf[:markKeyLen] → buf[markKeyLen:]
-	opRemove                       // delete buf (a message key) and its n chunks
+	opRemove                       // delete buf (a message or stream key) and its n chunks
 	opRemoveBoth                   // delete buf[:msgKeyLen], its n chunks and buf (a mark key)
 	opFlush                        // done(first error of the batch so far)
-	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go)
+	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go; with n)
 )
 
 // op is one submission to the journal writer; buf (key, then value) is owned by it.
@@ -33,9 +33,9 @@ type op struct {
 	// withNext ties the op to the next one (a stream chunk's data and
 	// header): they are written, and fail, together.
 	withNext bool
-	// n is, for an append of a large body, the length of the message
-	// record, which its chunk records follow in buf; for a removal, the
-	// number of chunk records to delete (large.go).
+	// n is, for an append of a large body or a set of a large stream
+	// chunk, the length of the record, which its chunk records follow in
+	// buf; for a removal, the number of chunk records to delete (large.go).
 	n uint32
 }
 
@@ -110,8 +110,13 @@ func (s *Store) submit(ops []op, wait, urgent bool, done func(error)) {
 	s.backlog += size
 	wake := false
 	for _, o := range ops {
-		if o.kind == opAppend && o.n > 0 {
-			s.noteChunksLocked(o.buf, appendChunks(&o))
+		switch {
+		case o.n == 0:
+		case o.kind == opAppend:
+			s.noteChunksLocked(o.buf[:msgKeyLen], chunkCount(o.buf[msgKeyLen:], o.n))
+		case o.kind == opSet:
+			k := 1 + int(o.buf[0])
+			s.noteChunksLocked(o.buf[1:k], chunkCount(o.buf[k:], o.n))
 		}
 		wake = s.pushLocked(o) || wake
 	}
@@ -139,7 +144,7 @@ func (s *Store) Remove(queueID, seq uint64) {
 		s.mu.Unlock()
 		return
 	}
-	o := op{kind: opRemove, buf: key[:msgKeyLen], n: s.takeChunksLocked(key)}
+	o := op{kind: opRemove, buf: key[:msgKeyLen], n: s.takeChunksLocked(key[:msgKeyLen])}
 	if _, ok := s.marked[ref]; ok {
 		delete(s.marked, ref)
 		o.kind, o.buf = opRemoveBoth, key
@@ -582,14 +587,14 @@ func (s *Store) commit(ops []op) error {
 			err = w.set(o.buf[:markKeyLen:markKeyLen], o.buf[markKeyLen:])
 		case opSet:
 			k := 1 + int(o.buf[0])
-			err = w.set(o.buf[1:k:k], o.buf[k:])
+			err = w.writeChunked(o.buf[1:k:k], o.buf[k:], o.n)
 		case opRemove:
 			if err = w.del(o.buf); err == nil {
 				err = w.deleteChunks(o.buf, o.n)
 			}
 		case opRemoveBoth:
 			if err = w.del(o.buf[:msgKeyLen:msgKeyLen]); err == nil {
-				if err = w.deleteChunks(o.buf, o.n); err == nil {
+				if err = w.deleteChunks(o.buf[:msgKeyLen], o.n); err == nil {
 					err = w.del(o.buf)
 				}
 			}

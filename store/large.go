@@ -85,33 +85,31 @@ func encodeAppend(key []byte, m *Message) ([]byte, uint32) {
 	return buf, head
 }
 
-// appendChunks counts the chunk records of an append op.
-func appendChunks(o *op) uint32 {
-	if o.n == 0 {
-		return 0
-	}
-	rest := len(o.buf) - msgKeyLen - int(o.n)
-	return uint32((rest + chunkStride - 1) / chunkStride)
-}
 
-// chunkKey is the key of chunk i of the message under msgKey.
-func chunkKey(msgKey []byte, i uint32) []byte {
-	k := make([]byte, chunkKeyLen)
-	copy(k, msgKey[:msgKeyLen])
-	k[msgKeyLen] = chunkSuffix
-	binary.BigEndian.PutUint32(k[msgKeyLen+1:], i)
+// chunkKey is the key of chunk i of the value under key (a message key, or
+// the data key of a stream chunk): key, 'b', i.
+func chunkKey(key []byte, i uint32) []byte {
+	k := make([]byte, len(key)+1+4)
+	copy(k, key)
+	k[len(key)] = chunkSuffix
+	binary.BigEndian.PutUint32(k[len(key)+1:], i)
 	return k
 }
 
 // writeAppend sets the records of append op o: chunks first, then the
 // message record.
 func (w *batchWriter) writeAppend(o *op) error {
-	key := o.buf[:msgKeyLen:msgKeyLen]
-	if o.n == 0 {
-		return w.set(key, o.buf[msgKeyLen:])
+	return w.writeChunked(o.buf[:msgKeyLen:msgKeyLen], o.buf[msgKeyLen:], o.n)
+}
+
+// writeChunked sets key to val, or when head > 0 sets the chunk records
+// that follow the first head bytes of val under chunkKey(key, i) and then
+// key to those head bytes.
+func (w *batchWriter) writeChunked(key, val []byte, head uint32) error {
+	if head == 0 {
+		return w.set(key, val)
 	}
-	head := msgKeyLen + int(o.n)
-	rest := o.buf[head:]
+	rest := val[head:]
 	for i := uint32(0); len(rest) > 0; i++ {
 		k := min(len(rest), chunkStride)
 		if err := w.set(chunkKey(key, i), rest[:k:k]); err != nil {
@@ -119,10 +117,75 @@ func (w *batchWriter) writeAppend(o *op) error {
 		}
 		rest = rest[k:]
 	}
-	return w.set(key, o.buf[msgKeyLen:head:head])
+	return w.set(key, val[:head:head])
 }
 
-// deleteChunks deletes the n chunk records of the message under key.
+// chunkCount is the number of chunk records that follow a head of head
+// bytes in val (writeChunked).
+func chunkCount(val []byte, head uint32) uint32 {
+	if head == 0 {
+		return 0
+	}
+	return uint32((len(val) - int(head) + chunkStride - 1) / chunkStride)
+}
+
+// chunkWriter writes a payload of a known length into a buffer as the
+// chunk records of a chunked value (large.go): each chunk a record header
+// and up to bodyChunkLen bytes, so the payload is copied once.
+type chunkWriter struct {
+	buf  []byte
+	left int // bytes of the current chunk still to write
+	rec  int // start of the current chunk record in buf
+	rest int // payload bytes still to come after the current chunk
+}
+
+func newChunkWriter(buf []byte, payloadLen int) *chunkWriter {
+	return &chunkWriter{buf: buf, rec: -1, rest: payloadLen}
+}
+
+func (w *chunkWriter) write(p []byte) {
+	for len(p) > 0 {
+		if w.left == 0 {
+			w.seal()
+			w.left = min(w.rest, bodyChunkLen)
+			w.rest -= w.left
+			w.rec = len(w.buf)
+			w.buf = beginRecord(w.buf)
+		}
+		k := min(len(p), w.left)
+		w.buf = append(w.buf, p[:k]...)
+		w.left -= k
+		p = p[k:]
+	}
+}
+
+func (w *chunkWriter) writeBytes(p []byte) {
+	var n [binary.MaxVarintLen64]byte
+	w.write(binary.AppendUvarint(n[:0], uint64(len(p))))
+	w.write(p)
+}
+
+func (w *chunkWriter) writeString(s string) {
+	var n [binary.MaxVarintLen64]byte
+	w.write(binary.AppendUvarint(n[:0], uint64(len(s))))
+	w.write([]byte(s))
+}
+
+// seal checksums the current chunk record, if any.
+func (w *chunkWriter) seal() {
+	if w.rec >= 0 {
+		sealRecord(w.buf[w.rec:])
+		w.rec = -1
+	}
+}
+
+// finish seals the last chunk and returns the buffer.
+func (w *chunkWriter) finish() []byte {
+	w.seal()
+	return w.buf
+}
+
+// deleteChunks deletes the n chunk records of the value under key.
 func (w *batchWriter) deleteChunks(key []byte, n uint32) error {
 	for i := uint32(0); i < n; i++ {
 		if err := w.del(chunkKey(key, i)); err != nil {
@@ -132,34 +195,37 @@ func (w *batchWriter) deleteChunks(key []byte, n uint32) error {
 	return nil
 }
 
-// noteChunksLocked remembers that the message under key has n chunk
-// records (Remove deletes them). Hold mu.
+// noteChunksLocked remembers that the value under key (a message or
+// spill key, or a stream chunk's data key) has n chunk records (Remove,
+// Unspill and RemoveStreamChunks delete them). Hold mu.
 func (s *Store) noteChunksLocked(key []byte, n uint32) {
-	k := [msgKeyLen]byte(key[:msgKeyLen])
-	if s.chunked == nil {
-		s.chunked = make(map[[msgKeyLen]byte]uint32)
+	if n == 0 {
+		return
 	}
-	if n > s.chunked[k] {
-		s.chunked[k] = n
+	if s.chunked == nil {
+		s.chunked = make(map[string]uint32)
+	}
+	if n > s.chunked[string(key)] {
+		s.chunked[string(key)] = n
 	}
 }
 
-// takeChunksLocked forgets and returns the chunk count of the message under
+// takeChunksLocked forgets and returns the chunk count of the value under
 // key (0 if it has none). Hold mu.
 func (s *Store) takeChunksLocked(key []byte) uint32 {
 	if len(s.chunked) == 0 {
 		return 0
 	}
-	k := [msgKeyLen]byte(key[:msgKeyLen])
-	n := s.chunked[k]
-	if n > 0 {
-		delete(s.chunked, k)
+	n, ok := s.chunked[string(key)]
+	if ok {
+		delete(s.chunked, string(key))
 	}
 	return n
 }
 
-// readBody reads the chunked body c of the message under key into one
-// buffer. A missing or bad chunk wraps ErrCorrupt.
+// readBody reads the chunked body c of the message under key (or the
+// payload of a stream chunk's data) into one buffer. A missing or bad chunk
+// wraps ErrCorrupt.
 func readBody(txn *badger.Txn, key []byte, c chunking) ([]byte, error) {
 	if c.chunkLen == 0 || c.chunkLen > maxValueLen || c.bodyLen > 1<<40 {
 		return nil, fmt.Errorf("%w: chunked body of %d bytes in chunks of %d", ErrCorrupt, c.bodyLen, c.chunkLen)
@@ -208,6 +274,9 @@ func checkOps(ops []op) error {
 		case opSet:
 			k = int(o.buf[0])
 			v = len(o.buf) - 1 - k
+			if o.n > 0 {
+				v = int(o.n)
+			}
 		default:
 			continue
 		}

@@ -229,9 +229,11 @@ func rawChunkKeys(t *testing.T, s *Store, q uint64) [][]byte {
 func TestRecordOverLimitFailsAlone(t *testing.T) {
 	s := openTest(t, t.TempDir())
 	errc := make(chan error, 1)
-	s.AppendStreamChunk(5, &StreamChunk{First: 0, Count: 1}, []StreamMessage{{Body: make([]byte, maxValueLen)}}, func(err error) { errc <- err })
+	m := testMessage(1, 2)
+	m.Header = make([]byte, maxValueLen) // only bodies are cut into chunks
+	s.Append(1, 2, m, func(err error) { errc <- err })
 	if err := <-errc; !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("oversized stream chunk: %v", err)
+		t.Fatalf("oversized message record: %v", err)
 	}
 	appendSync(t, s, 1, 1, testMessage(1, 1))
 	if err := s.Flush(); err != nil {
@@ -326,5 +328,46 @@ func TestStreamOffsetLongNames(t *testing.T) {
 	}
 	if idx, _ := s.LoadStream(9); len(idx.Offsets) != 0 {
 		t.Fatalf("after RemoveStream: %d offsets", len(idx.Offsets))
+	}
+}
+
+// TestLargeStreamChunk: a stream chunk whose data is over the value limit
+// is kept in chunk records, read back whole, found again after a reopen and
+// deleted with its chunks.
+func TestLargeStreamChunk(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	big := bigBody(70 << 20)
+	msgs := []StreamMessage{{Exchange: "x", RoutingKey: "k", Header: []byte{1, 2}, Body: []byte("small"), Filter: "f"},
+		{Exchange: "x", RoutingKey: "k", Header: []byte{3}, Body: big}}
+	errc := make(chan error, 1)
+	s.AppendStreamChunk(5, &StreamChunk{First: 0, Count: 2, Bytes: int64(len(big) + 5)}, msgs, func(err error) { errc <- err })
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	s.AppendStreamChunk(5, &StreamChunk{First: 2, Count: 1}, []StreamMessage{{Body: []byte("next")}}, func(err error) { errc <- err })
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	s = openTest(t, dir)
+	idx, err := s.LoadStream(5)
+	if err != nil || len(idx.Chunks) != 2 || idx.Corrupt != 0 {
+		t.Fatalf("LoadStream: %+v %v", idx, err)
+	}
+	var got []StreamMessage
+	end, err := s.ReadStream(5, 0, 3, 1<<30, nil, func(off uint64, m StreamMessage) { got = append(got, m) })
+	if err != nil || end != 3 || len(got) != 3 || string(got[0].Body) != "small" || got[0].Filter != "f" ||
+		!bytes.Equal(got[1].Body, big) || !bytes.Equal(got[1].Header, []byte{3}) || string(got[2].Body) != "next" {
+		t.Fatalf("ReadStream: end %d, %d messages, %v", end, len(got), err)
+	}
+	got = nil
+	s.RemoveStreamChunks(5, []uint64{0})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	if keys := rawKeys(t, dir, streamPrefix(5, 0)); len(keys) != 2 {
+		t.Fatalf("after RemoveStreamChunks: %q", keys)
 	}
 }

@@ -1,10 +1,10 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -307,7 +307,7 @@ func (s *Store) removeAll(prefix []byte, what string, id uint64) error {
 	}
 	s.mu.Lock()
 	for k := range s.chunked {
-		if bytes.HasPrefix(k[:], prefix) {
+		if strings.HasPrefix(k, string(prefix)) {
 			delete(s.chunked, k)
 		}
 	}

@@ -99,9 +99,9 @@ type Store struct {
 	// settling is cancelSettled's scratch map, kept between batches (writer
 	// goroutine only).
 	settling map[[msgKeyLen]byte]pendingMsg
-	// chunked holds the messages (and spilled messages) with chunk records, by
-	// key, and how many (large.go). Guarded by mu.
-	chunked map[[msgKeyLen]byte]uint32
+	// chunked holds the values with chunk records (messages, spilled messages,
+	// stream chunk data), by key, and how many (large.go). Guarded by mu.
+	chunked map[string]uint32
 	// journalFault is the writer's fault hook (SetJournalFault).
 	journalFault atomic.Pointer[func(key []byte) error]
 	// appendFailed is told of failed appends (OnAppendFailure).
