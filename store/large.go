@@ -85,7 +85,6 @@ func encodeAppend(key []byte, m *Message) ([]byte, uint32) {
 	return buf, head
 }
 
-
 // chunkKey is the key of chunk i of the value under key (a message key, or
 // the data key of a stream chunk): key, 'b', i.
 func chunkKey(key []byte, i uint32) []byte {
