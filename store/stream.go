@@ -377,7 +377,7 @@ func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match fun
 				return err
 			}
 			payload, err := streamData(txn, streamKey(streamID, streamChunkData, first), val)
-			read += len(payload)
+			read += max(len(val), len(payload))
 			if err != nil && !errors.Is(err, ErrCorrupt) {
 				return err
 			}
