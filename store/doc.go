@@ -12,14 +12,15 @@
 //
 // The journal writer is the one goroutine that writes messages (and stream chunks:
 // AppendStreamChunk writes a chunk's messages and header as two records in order, done
-// running after the header's commit). Append, Remove and
-// MarkDelivered only queue an op; the writer takes everything queued at once and writes
-// it as one Badger transaction (split only when Badger's per-batch limits or
+// running after the header's commit; they are written, and fail, together). Append,
+// Remove and MarkDelivered only queue an op; the writer takes everything queued at once
+// and writes it as one Badger transaction (split only when Badger's per-batch limits or
 // Config.MaxBatch say so) with one sync: group commit. A record Badger would refuse is
 // refused before it is queued (ErrTooLarge), and a group commit that fails anyway is
 // written again op by op, so that one bad op fails alone and its neighbours (other
-// publishers' messages, removals, delivery marks) are written. While one commit syncs, the next
-// one gathers. Append callbacks run on the writer after their commit is durable. Removals
+// publishers' messages, removals, delivery marks) are written; OnAppendFailure tells
+// the owner of a message that failed, and SetJournalFault lets tests make writes fail.
+// While one commit syncs, the next one gathers. Append callbacks run on the writer after their commit is durable. Removals
 // and delivery marks have no sync of their own: they ride with the next commit, or are
 // written on their own after ~200 ms if no append or Flush comes (a crash before that
 // redelivers the message, which AMQP allows). The bytes of appends submitted but not yet
