@@ -250,6 +250,9 @@ func New(cfg Config) (*Broker, error) {
 	b.alarm.memFraction = cfg.MemoryHighWatermark
 	b.alarm.memBytes = cfg.MemoryHighWatermarkBytes
 	b.alarm.diskLimit = cfg.DiskFreeLimit
+	if cfg.Store != nil {
+		cfg.Store.OnAppendFailure(b.appendFailed)
+	}
 	return b, nil
 }
 

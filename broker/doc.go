@@ -47,6 +47,11 @@
 // stream's completion list (streamState.cmu) is a leaf lock; the store's
 // writer never takes queueEntity.mu.
 //
+// A journal append that fails is reported by the store's writer
+// (OnAppendFailure); the message is dropped from its queue, if still
+// ready there, on a short-lived goroutine counted with the pagers
+// (durable.go), so that the queue holds what a restart recovers.
+//
 // Flow control: a publisher whose publish leaves a consumed queue with a
 // long backlog has its reader wait (flow.go), holding no lock. A reader
 // whose connection's outbound buffer is over its limit waits for its

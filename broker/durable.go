@@ -359,6 +359,54 @@ func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expire
 	return true
 }
 
+// appendFailed is the store's report that message seq of the queue with
+// store id queueID could not be journaled (its publisher, if confirming,
+// got a nack): the queue lets it go, so that what it holds is what a
+// restart recovers. Journal writer goroutine: the work is handed to a
+// goroutine of its own (counted with the pagers, which Close waits for),
+// as the writer must not take queue locks.
+func (b *Broker) appendFailed(queueID, seq uint64, err error) {
+	b.pagerMu.Lock()
+	closed := b.pagersClosed
+	if !closed {
+		b.pagers.Add(1)
+	}
+	b.pagerMu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer b.pagers.Done()
+		b.dropUnjournaled(queueID, seq, err)
+	}()
+}
+
+// dropUnjournaled removes message seq, not journaled, from the queue with
+// store id queueID if it is still ready there. A message already delivered
+// is left to its consumer. No lock held.
+func (b *Broker) dropUnjournaled(queueID, seq uint64, err error) {
+	var qe *queueEntity
+	b.mu.Lock()
+	for _, v := range b.vhosts {
+		v.mu.RLock()
+		for _, q := range v.queues {
+			if q.storeID == queueID && q.durable {
+				qe = q
+			}
+		}
+		v.mu.RUnlock()
+	}
+	b.mu.Unlock()
+	if qe == nil {
+		return
+	}
+	qe.mu.Lock()
+	dropped := !qe.deleted && qe.q.DropReady(seq)
+	qe.mu.Unlock()
+	b.log.Warn("message not journaled", zap.String("vhost", qe.vhost.name), zap.String("queue", qe.name),
+		zap.Uint64("seq", seq), zap.Bool("dropped", dropped), zap.Error(err))
+}
+
 // unjournal removes a settled message's record: its spilled copy, or its
 // journal record (a paged-out message, Msg nil, that was not spilled is
 // journaled). Hold qe.mu.
@@ -373,10 +421,13 @@ func (b *Broker) unjournal(qe *queueEntity, e queue.Entry) {
 	}
 }
 
-// markDelivered records the first delivery of a journaled message, so a
-// restart reports it redelivered. Hold qe.mu.
+// markDelivered records a delivery of a journaled message: the first, so a
+// restart reports it redelivered, and on a quorum queue or under a delivery
+// limit every one, so that x-delivery-count and x-delivery-limit go on
+// counting after a restart. The store batches the marks (no sync of their
+// own) and writes only the last of a message's marks pending. Hold qe.mu.
 func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
-	if st := b.cfg.Store; qe.journaled(e.Msg) && e.Deliveries == 1 {
+	if st := b.cfg.Store; qe.journaled(e.Msg) && (e.Deliveries == 1 || qe.quorum || qe.q.Config().DeliveryLimit >= 0) {
 		st.MarkDelivered(qe.storeID, e.Seq, e.Deliveries)
 	}
 }

@@ -54,6 +54,10 @@ type streamState struct {
 	// redispatch asks the goroutine to dispatch again (a filtering
 	// consumer stopped at its skip budget).
 	redispatch bool
+	// epoch counts the rewinds after failed chunk writes: completions of
+	// chunks taken before the last one are ignored (their chunks were
+	// dropped).
+	epoch uint64
 
 	cmu       sync.Mutex // leaf: completed
 	completed []streamDone
@@ -112,8 +116,9 @@ func (ch *channel) waitTxStreams() {
 }
 
 type streamDone struct {
-	end uint64
-	err error
+	first, end uint64
+	epoch      uint64
+	err        error
 }
 
 // newStreamState builds the stream of qe for settings s; start runs it.
@@ -193,6 +198,7 @@ func (ss *streamState) writeChunks() {
 	for {
 		qe.mu.Lock()
 		ci, entries, ok := ss.s.TakeChunk(nowMs(), streamChunkBytes)
+		epoch := ss.epoch
 		qe.mu.Unlock()
 		if !ok {
 			return
@@ -202,13 +208,13 @@ func (ss *streamState) writeChunks() {
 			msgs[i] = store.StreamMessage{Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey,
 				Header: e.Msg.Header, Body: e.Msg.Body, Filter: e.Filter}
 		}
-		end := ci.End()
+		first, end := ci.First, ci.End()
 		ss.st.AppendStreamChunk(qe.storeID, &store.StreamChunk{
 			First: ci.First, Timestamp: ci.Timestamp, Segment: ci.Segment, Bytes: ci.Bytes, Count: ci.Count,
 			Filters: ci.Filters, Unfiltered: ci.Unfiltered, AnyFilter: ci.AnyFilter,
 		}, msgs, func(err error) {
 			ss.cmu.Lock()
-			ss.completed = append(ss.completed, streamDone{end, err})
+			ss.completed = append(ss.completed, streamDone{first, end, epoch, err})
 			ss.cmu.Unlock()
 			ss.signal()
 		})
@@ -253,12 +259,29 @@ func (ss *streamState) complete(tick bool) {
 		}
 		return
 	}
-	var release []streamWait
-	var errs []streamDone
+	var release, failed []streamWait
+	var failure error
+	var discard []queue.ChunkInfo
 	for _, d := range list {
+		if d.epoch != ss.epoch {
+			continue // dropped by a rewind
+		}
 		if d.err != nil {
-			ss.log.Error("writing stream chunk", zap.Error(d.err))
-			errs = append(errs, d)
+			// Nothing from the failed chunk on is delivered: the stream
+			// rewinds to it, its publishers and those of every later
+			// message get a nack, and later chunks already written are
+			// deleted. The next message takes the failed chunk's offset.
+			ss.log.Error("writing stream chunk", zap.Uint64("offset", d.first), zap.Error(d.err))
+			discard = append(discard, ss.s.Rewind(d.first)...)
+			ss.epoch++
+			failed = append(failed, ss.waits...)
+			clear(ss.waits)
+			ss.waits = ss.waits[:0]
+			failure = d.err
+			// A transaction that waits for these offsets is not held
+			// forever.
+			ss.releaseCommitWaitsLocked(true)
+			continue
 		}
 		ss.s.Commit(d.end)
 		i := 0
@@ -280,14 +303,17 @@ func (ss *streamState) complete(tick bool) {
 	qe.streamDispatchLocked()
 	qe.mu.Unlock()
 	for _, w := range release {
-		var err error
-		for _, d := range errs {
-			if w.off < d.end {
-				err = d.err
-				break
-			}
+		w.ch.journaled(w.seq, nil)
+	}
+	for _, w := range failed {
+		w.ch.journaled(w.seq, failure)
+	}
+	if len(discard) > 0 {
+		firsts := make([]uint64, len(discard))
+		for i := range discard {
+			firsts[i] = discard[i].First
 		}
-		w.ch.journaled(w.seq, err)
+		ss.st.RemoveStreamChunks(qe.storeID, firsts)
 	}
 	if len(dropped) > 0 {
 		firsts := make([]uint64, len(dropped))

@@ -180,6 +180,10 @@ func streamPolicies(pols []*policy, s queueSettings) queueSettings {
 	return s
 }
 
+// maxStreamConsumerName is the longest x-stream-consumer-name taken, in
+// bytes; the store keeps the offsets of names of any length.
+const maxStreamConsumerName = 255
+
 // streamConsumeArgs are a stream consumer's arguments.
 type streamConsumeArgs struct {
 	offset          queue.OffsetSpec
@@ -252,9 +256,14 @@ func parseStreamConsumeArgs(args amqp.Table, qname, vhost string, now time.Time)
 		a.matchUnfiltered = b
 	}
 	if v, ok := args["x-stream-consumer-name"]; ok {
+		// At most 255 bytes, as RabbitMQ's stream tracking references
+		// (and AMQP's short strings, consumer tags among them).
 		s, isStr := v.(string)
-		if !isStr || s == "" || len(s) > 200 {
+		if !isStr || s == "" {
 			return bad("x-stream-consumer-name", v)
+		}
+		if len(s) > maxStreamConsumerName {
+			return bad("x-stream-consumer-name", fmt.Sprintf("name of %d bytes, at most %d", len(s), maxStreamConsumerName))
 		}
 		a.name = s
 	}

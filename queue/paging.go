@@ -172,6 +172,39 @@ func (q *Queue) DropPaged(seq uint64) bool {
 	return found
 }
 
+// DropReady removes ready message seq (resident or paged out, not
+// requeued), which its owner could not store, and reports whether it was
+// there. It is slow (it moves the rest of the lane) and meant for that
+// failure only.
+func (q *Queue) DropReady(seq uint64) bool {
+	found := false
+	q.lanes(func(l *lane) {
+		if found {
+			return
+		}
+		r := &l.ready
+		i := r.search(seq)
+		if i == r.len() || r.at(i).seq != seq {
+			return
+		}
+		s := *r.at(i)
+		for j := i; j > 0; j-- {
+			*r.at(j) = *r.at(j - 1)
+		}
+		r.pop()
+		found = true
+		if l != &q.base {
+			q.hiReady--
+		}
+		q.readyLen -= int64(s.size)
+		if s.msg == nil {
+			q.paged--
+			q.pagedLen -= int64(s.size)
+		}
+	})
+	return found
+}
+
 // RestorePaged is Restore for a recovered message left on disk: it takes
 // its place with only its index in RAM (size bytes of body, priority prio,
 // the rest from e, whose Msg is nil) and must be paged in before delivery.

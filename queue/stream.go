@@ -311,6 +311,51 @@ func (s *Stream) Commit(end uint64) {
 	s.trimTail()
 }
 
+// Rewind drops every message at offset from and after it — the chunk at
+// from could not be written, and nothing after it may be delivered or keep
+// its offset — so that the next message appended gets offset from: a
+// message that is not durable is never delivered and offsets keep no gap.
+// Consumers waiting beyond from wait at from. from is the first offset of a
+// chunk taken and not committed. Rewind returns the chunks dropped: later
+// ones may have been written and are to be deleted.
+func (s *Stream) Rewind(from uint64) []ChunkInfo {
+	if from < s.committed || from >= s.next {
+		return nil
+	}
+	i := sort.Search(len(s.chunks), func(i int) bool { return s.chunks[i].First >= from })
+	dropped := slices.Clone(s.chunks[i:])
+	for j := len(dropped) - 1; j >= 0; j-- {
+		ci := &dropped[j]
+		s.bytes -= ci.Bytes
+		seg := &s.segments[len(s.segments)-1]
+		seg.chunks--
+		seg.bytes -= ci.Bytes
+		if seg.chunks == 0 {
+			s.segments = s.segments[:len(s.segments)-1]
+		}
+	}
+	clear(s.chunks[i:])
+	s.chunks = s.chunks[:i]
+	if n := len(s.segments); n > 0 {
+		seg := &s.segments[n-1]
+		seg.last = 0
+		for j := i - 1; j >= 0 && s.chunks[j].Segment == seg.id; j-- {
+			seg.last = max(seg.last, s.chunks[j].Timestamp)
+		}
+	}
+	k := s.tailHead + int(from-s.tailFirst)
+	for j := k; j < len(s.tail); j++ {
+		s.pending -= int64(s.tail[j].Msg.Size())
+	}
+	clear(s.tail[k:])
+	s.tail = s.tail[:k]
+	s.next, s.written = from, from
+	for _, c := range s.consumers {
+		c.Offset = min(c.Offset, from)
+	}
+	return dropped
+}
+
 // trimTail drops committed entries from the front of the tail while it is
 // over budget, and entries below the first offset.
 func (s *Stream) trimTail() {

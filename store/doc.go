@@ -12,11 +12,15 @@
 //
 // The journal writer is the one goroutine that writes messages (and stream chunks:
 // AppendStreamChunk writes a chunk's messages and header as two records in order, done
-// running after the header's commit). Append, Remove and
-// MarkDelivered only queue an op; the writer takes everything queued at once and writes
-// it as one Badger transaction (split only when Badger's per-batch limits or
-// Config.MaxBatch say so) with one sync: group commit. While one commit syncs, the next
-// one gathers. Append callbacks run on the writer after their commit is durable. Removals
+// running after the header's commit; they are written, and fail, together). Append,
+// Remove and MarkDelivered only queue an op; the writer takes everything queued at once
+// and writes it as one Badger transaction (split only when Badger's per-batch limits or
+// Config.MaxBatch say so) with one sync: group commit. A record Badger would refuse is
+// refused before it is queued (ErrTooLarge), and a group commit that fails anyway is
+// written again op by op, so that one bad op fails alone and its neighbours (other
+// publishers' messages, removals, delivery marks) are written; OnAppendFailure tells
+// the owner of a message that failed, and SetJournalFault lets tests make writes fail.
+// While one commit syncs, the next one gathers. Append callbacks run on the writer after their commit is durable. Removals
 // and delivery marks have no sync of their own: they ride with the next commit, or are
 // written on their own after ~200 ms if no append or Flush comes (a crash before that
 // redelivers the message, which AMQP allows). The bytes of appends submitted but not yet
@@ -29,16 +33,20 @@
 // Ids are fixed-width big-endian uint64 so that prefix scans return them in numeric
 // order. Names live only in values and are never parsed out of keys.
 //
-//	"\x00schema-version"            schema version of the whole layout (currently 1)
+//	"\x00schema-version"            schema version of the whole layout (currently 2)
 //	'c' kind(1)                     last id assigned for kind (never reused)
 //	'd' kind(1) id(8)               definition of kind with id
 //	'm' queueID(8) seq(8)           message seq of durable queue queueID
-//	'm' queueID(8) seq(8) 'd'       delivery mark of that message (sorts right after it)
+//	'm' queueID(8) seq(8) 'b' i(4)  chunk i of that message's body, when over 4 MiB
+//	'm' queueID(8) seq(8) 'd'       delivery mark of that message (sorts after its chunks)
 //	'p' pageID(8) seq(8)            message paged out of RAM by Spill (paging.go); these
-//	                                live as long as the process: Open deletes them all
+//	                                live as long as the process: Open deletes them all;
+//	                                a large body has chunks here too ('b' i(4))
 //	's' queueID(8) 'c' offset(8)    header of the stream chunk starting at offset
 //	's' queueID(8) 'd' offset(8)    messages of that chunk
+//	's' queueID(8) 'd' offset(8) 'b' i(4)  chunk i of those messages, when over 4 MiB
 //	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
+//	's' queueID(8) 'h' sha256(32)   the same for a name over 245 bytes (the name in the value)
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
 // 8 topic permission, 9 global parameter.
@@ -49,7 +57,8 @@
 // (raft logs) is reserved.
 //
 // Open writes the schema-version key into a new database and refuses a database whose
-// version it does not know (ErrSchemaVersion). A future layout change bumps the version
+// version it does not know (ErrSchemaVersion); version 1 (before chunked bodies) is
+// read as it is and marked 2. A future layout change bumps the version
 // and migrates older databases in Open.
 //
 // # Values
@@ -58,7 +67,8 @@
 //
 //	version(1) crc32c(4, big-endian) payload
 //
-// version is the record format, currently 1. crc32c is CRC-32C (Castagnoli) of the
+// version is the record format: 1, or 2 for a message (or stream chunk data) whose
+// bytes are in chunk records. crc32c is CRC-32C (Castagnoli) of the
 // version byte followed by the payload. A record whose checksum fails, whose version is
 // unknown or whose payload does not decode is corrupt: it is logged and skipped
 // (LoadDefinitions counts it in Definitions.Corrupt, ScanQueue in ScanStats.Corrupt) and
@@ -70,13 +80,19 @@
 //	message                   uvarint deliveries, uvarint expires (unix ms, 0 = never),
 //	                          str exchange, str routing key,
 //	                          bytes content header, body (the rest of the value)
+//	message (version 2)       the same up to the content header, then uvarint body
+//	                          length, uvarint chunk length (large.go)
+//	message body chunk        the chunk's bytes (the whole payload)
 //	delivery mark             uvarint deliveries
 //	stream chunk header       uvarint count, int timestamp (unix ms), uvarint body bytes,
 //	                          uvarint segment, uvarint flags (1 a message has no filter
-//	                          value, 2 too many filter values to list), strs filter values
+//	                          value, 2 too many filter values to list, 4 data in chunk
+//	                          records), strs filter values, with flag 4 uvarint chunks
 //	stream chunk messages     count × (str exchange, str routing key, bytes content header,
-//	                          bytes body, str filter value)
-//	stream offset             uvarint offset
+//	                          bytes body, str filter value); over 4 MiB a version-2
+//	                          record of uvarint length, uvarint chunk length, and
+//	                          those bytes in chunk records
+//	stream offset             uvarint offset ('o'); uvarint offset, str name ('h')
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags
@@ -116,7 +132,7 @@
 //     in Badger's table builders.
 //   - ValueLogFileSize 64 MiB: GC reclaims space in files of this size (the default 1 GiB
 //     would keep a drained queue's space until a whole GiB had been written). It also
-//     caps one message body at 64 MiB.
+//     caps one value at 64 MiB: bodies over 4 MiB are cut into chunk records.
 //   - No compression, BlockCacheSize 0, IndexCacheSize 0: uncompressed tables are read
 //     straight from their mmap (the OS page cache does the caching) and their indexes
 //     stay in the mmap, not the Go heap; no ristretto caches are allocated.

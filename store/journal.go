@@ -14,12 +14,12 @@ import (
 type opKind uint8
 
 const (
-	opAppend     opKind = iota + 1 // set buf[:msgKeyLen] → buf[msgKeyLen:]
+	opAppend     opKind = iota + 1 // set buf[:msgKeyLen] → buf[msgKeyLen:] (with n, large.go)
 	opMark                         // set buf[:markKeyLen] → buf[markKeyLen:]
-	opRemove                       // delete buf (a message key)
-	opRemoveBoth                   // delete buf[:msgKeyLen] and buf (a mark key)
+	opRemove                       // delete buf (a message or stream key) and its n chunks
+	opRemoveBoth                   // delete buf[:msgKeyLen], its n chunks and buf (a mark key)
 	opFlush                        // done(first error of the batch so far)
-	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go)
+	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go; with n)
 )
 
 // op is one submission to the journal writer; buf (key, then value) is owned by it.
@@ -30,6 +30,13 @@ type op struct {
 	// skip is set by cancelSettled on an append removed in the same batch
 	// (and on its mark and removal): nothing of it is written.
 	skip bool
+	// withNext ties the op to the next one (a stream chunk's data and
+	// header): they are written, and fail, together.
+	withNext bool
+	// n is, for an append of a large body or a set of a large stream
+	// chunk, the length of the record, which its chunk records follow in
+	// buf; for a removal, the number of chunk records to delete (large.go).
+	n uint32
 }
 
 // opOverhead is what the backlog charges an append beyond its buffer.
@@ -51,23 +58,38 @@ type msgRef struct{ queueID, seq uint64 }
 //
 // Append blocks while the journal backlog (appends submitted but not completed) is over
 // its cap (64 MiB), until the writer drains it: that is the journal's backpressure.
+//
+// A body over bodyChunkLen is stored in chunk records (large.go), so any body up to
+// what memory holds is stored; a record Badger would still refuse fails alone with
+// ErrTooLarge.
 func (s *Store) Append(queueID, seq uint64, m *Message, done func(error)) {
-	buf := make([]byte, msgKeyLen, msgKeyLen+encodedMessageLen(m))
-	putMsgKey(buf, queueID, seq)
-	s.submitAppend(appendMessage(buf, m), done, true)
+	var key [msgKeyLen]byte
+	putMsgKey(key[:], queueID, seq)
+	s.submitAppend(key[:], m, done, true)
 }
 
-// submitAppend queues an append of buf (key, then record), waiting while the backlog
-// is over its cap. An urgent one has the writer commit without waiting for company.
-func (s *Store) submitAppend(buf []byte, done func(error), urgent bool) {
-	s.submit([]op{{kind: opAppend, buf: buf, done: done}}, true, urgent, done)
+// submitAppend queues an append of m under key (a message or spill key), waiting
+// while the backlog is over its cap. An urgent one has the writer commit without
+// waiting for company.
+func (s *Store) submitAppend(key []byte, m *Message, done func(error), urgent bool) {
+	buf, n := encodeAppend(key, m)
+	s.submit([]op{{kind: opAppend, buf: buf, done: done, n: n}}, true, urgent, done)
 }
 
 // submit queues ops for the writer in order. Their appends and stream sets count in
 // the backlog; with wait the caller first waits while the backlog is over its cap;
 // urgent ones wake the writer to commit without waiting for company. done, if not
-// nil, is called with ErrClosed after Close.
+// nil, is called with ErrClosed after Close, or with ErrTooLarge, before anything is
+// queued, if one of ops is a record Badger would refuse (checkOps): the ops of one
+// call stand or fall together, and alone.
 func (s *Store) submit(ops []op, wait, urgent bool, done func(error)) {
+	if err := checkOps(ops); err != nil {
+		s.log.Error("journal record refused", zap.Error(err))
+		if done != nil {
+			done(err)
+		}
+		return
+	}
 	var size int64
 	for i := range ops {
 		if k := ops[i].kind; k == opAppend || k == opSet {
@@ -88,6 +110,14 @@ func (s *Store) submit(ops []op, wait, urgent bool, done func(error)) {
 	s.backlog += size
 	wake := false
 	for _, o := range ops {
+		switch {
+		case o.n == 0:
+		case o.kind == opAppend:
+			s.noteChunksLocked(o.buf[:msgKeyLen], chunkCount(o.buf[msgKeyLen:], o.n))
+		case o.kind == opSet:
+			k := 1 + int(o.buf[0])
+			s.noteChunksLocked(o.buf[1:k], chunkCount(o.buf[k:], o.n))
+		}
 		wake = s.pushLocked(o) || wake
 	}
 	if urgent {
@@ -114,10 +144,10 @@ func (s *Store) Remove(queueID, seq uint64) {
 		s.mu.Unlock()
 		return
 	}
-	o := op{kind: opRemove, buf: key[:msgKeyLen]}
+	o := op{kind: opRemove, buf: key[:msgKeyLen], n: s.takeChunksLocked(key[:msgKeyLen])}
 	if _, ok := s.marked[ref]; ok {
 		delete(s.marked, ref)
-		o = op{kind: opRemoveBoth, buf: key}
+		o.kind, o.buf = opRemoveBoth, key
 	} else {
 		s.dropLateMarkLocked(ref)
 	}
@@ -148,7 +178,15 @@ func (s *Store) MarkDelivered(queueID, seq uint64, deliveries uint32) {
 		return
 	}
 	// The first mark waits: most deliveries are acknowledged sooner, and
-	// then it is never written (late marks, below).
+	// then it is never written (late marks, below). A later one waiting
+	// replaces it.
+	for _, m := range s.lateMarks {
+		if _, ok := m[ref]; ok {
+			m[ref] = deliveries
+			s.mu.Unlock()
+			return
+		}
+	}
 	s.lateMarks[0][ref] = deliveries
 	s.late++
 	wake := s.late == 1 && s.npending == 0
@@ -401,23 +439,64 @@ func (s *Store) cancelSettled(blocks [][]op) {
 
 // writeBatch writes blocks in order, one group commit each, and completes each commit's
 // appends and flushes when it is durable. It hands the blocks back to the free list.
+//
+// A commit that fails is done again op by op, each alone, so that only the ops that
+// fail on their own report an error (and a removal or a mark is not lost because a
+// neighbour failed). The ops of the failed commit that did reach Badger are written
+// again, which sets or deletes the same keys to the same values.
 func (s *Store) writeBatch(blocks [][]op) {
 	var firstErr error
+	var errs []error
+	var carry error // the failure of a group that goes on in the next block
 	for _, ops := range blocks {
-		err := s.commit(ops)
-		if err != nil {
-			s.log.Error("journal write failed", zap.Int("entries", len(ops)), zap.Error(err))
-			if firstErr == nil {
-				firstErr = err
+		errs = errs[:0]
+		carried := 0
+		if carry != nil {
+			// The group's first ops failed in the previous block: the rest
+			// is not written either.
+			for carried < len(ops) {
+				ops[carried].skip = true
+				carried++
+				if !ops[carried-1].withNext {
+					break
+				}
 			}
+		}
+		if err := s.commit(ops); err != nil {
+			s.log.Error("journal write failed, writing its entries one by one", zap.Int("entries", len(ops)), zap.Error(err))
+			errs = s.commitEach(ops, errs)
+		}
+		if carried > 0 {
+			if len(errs) == 0 {
+				errs = append(errs, make([]error, len(ops))...)
+			}
+			for i := range carried {
+				errs[i] = carry
+			}
+		}
+		carry = nil
+		if n := len(ops); n > 0 && ops[n-1].withNext && len(errs) > 0 && errs[n-1] != nil {
+			carry = errs[n-1]
 		}
 		var done int64
 		for i := range ops {
 			o := &ops[i]
+			var err error
+			if len(errs) > 0 {
+				err = errs[i]
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+			}
 			switch o.kind {
 			case opAppend, opSet:
 				if o.done != nil {
 					o.done(err)
+				}
+				if err != nil && o.kind == opAppend && o.buf[0] == prefixMsg {
+					if f := s.appendFailed.Load(); f != nil {
+						(*f)(binary.BigEndian.Uint64(o.buf[1:9]), binary.BigEndian.Uint64(o.buf[9:17]), err)
+					}
 				}
 				done += appendCost(o.buf)
 			case opFlush:
@@ -437,10 +516,63 @@ func (s *Store) writeBatch(blocks [][]op) {
 	}
 }
 
+// commitEach commits each op of ops alone (ops tied with withNext together) and
+// appends its error (nil for one that needs no write) to errs, which it returns.
+func (s *Store) commitEach(ops []op, errs []error) []error {
+	for i := 0; i < len(ops); {
+		j := i + 1
+		for j < len(ops) && ops[j-1].withNext {
+			j++
+		}
+		var err error
+		if k := ops[i].kind; k != opFlush {
+			if err = s.commit(ops[i:j]); err != nil {
+				s.log.Error("journal entry not written", zap.Stringer("kind", k), zap.Binary("key", ops[i].key()), zap.Error(err))
+			}
+		}
+		for ; i < j; i++ {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// key is the (first) key o writes or deletes, for logs.
+func (o *op) key() []byte {
+	switch o.kind {
+	case opAppend, opRemove:
+		return o.buf[:min(len(o.buf), msgKeyLen)]
+	case opMark, opRemoveBoth:
+		return o.buf[:min(len(o.buf), markKeyLen)]
+	case opSet:
+		return o.buf[1 : 1+int(o.buf[0])]
+	}
+	return nil
+}
+
+func (k opKind) String() string {
+	switch k {
+	case opAppend:
+		return "append"
+	case opMark:
+		return "mark"
+	case opRemove, opRemoveBoth:
+		return "remove"
+	case opFlush:
+		return "flush"
+	case opSet:
+		return "set"
+	}
+	return fmt.Sprintf("op%d", uint8(k))
+}
+
 // commit writes ops in one Badger transaction, or several when they exceed Badger's batch
 // limits. With SyncWrites each commit is one write and one sync.
 func (s *Store) commit(ops []op) error {
 	w := batchWriter{db: s.db, txn: s.db.NewTransaction(true)}
+	if f := s.journalFault.Load(); f != nil {
+		w.fault = *f
+	}
 	defer func() { w.txn.Discard() }()
 	for i := range ops {
 		o := &ops[i]
@@ -450,17 +582,21 @@ func (s *Store) commit(ops []op) error {
 		var err error
 		switch o.kind {
 		case opAppend:
-			err = w.set(o.buf[:msgKeyLen:msgKeyLen], o.buf[msgKeyLen:])
+			err = w.writeAppend(o)
 		case opMark:
 			err = w.set(o.buf[:markKeyLen:markKeyLen], o.buf[markKeyLen:])
 		case opSet:
 			k := 1 + int(o.buf[0])
-			err = w.set(o.buf[1:k:k], o.buf[k:])
+			err = w.writeChunked(o.buf[1:k:k], o.buf[k:], o.n)
 		case opRemove:
-			err = w.del(o.buf)
+			if err = w.del(o.buf); err == nil {
+				err = w.deleteChunks(o.buf, o.n)
+			}
 		case opRemoveBoth:
 			if err = w.del(o.buf[:msgKeyLen:msgKeyLen]); err == nil {
-				err = w.del(o.buf)
+				if err = w.deleteChunks(o.buf[:msgKeyLen], o.n); err == nil {
+					err = w.del(o.buf)
+				}
 			}
 		}
 		if err != nil {
@@ -478,9 +614,16 @@ func (s *Store) commit(ops []op) error {
 type batchWriter struct {
 	db  *badger.DB
 	txn *badger.Txn
+	// fault, if set, is asked first about each key (SetJournalFault).
+	fault func(key []byte) error
 }
 
 func (w *batchWriter) set(k, v []byte) error {
+	if w.fault != nil {
+		if err := w.fault(k); err != nil {
+			return err
+		}
+	}
 	err := w.txn.Set(k, v)
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		if err := w.next(); err != nil {
@@ -492,6 +635,11 @@ func (w *batchWriter) set(k, v []byte) error {
 }
 
 func (w *batchWriter) del(k []byte) error {
+	if w.fault != nil {
+		if err := w.fault(k); err != nil {
+			return err
+		}
+	}
 	err := w.txn.Delete(k)
 	if errors.Is(err, badger.ErrTxnTooBig) {
 		if err := w.next(); err != nil {
@@ -513,3 +661,26 @@ func (w *batchWriter) next() error {
 // Cancelled is how many appended messages were removed before their group commit and
 // so were never written.
 func (s *Store) Cancelled() int64 { return s.cancelled.Load() }
+
+// SetJournalFault is for tests: f, if not nil, is called by the journal writer with
+// each key it is about to set or delete (message, chunk, mark and stream records), and
+// an error from it fails that write as an error from Badger would. nil removes it.
+func (s *Store) SetJournalFault(f func(key []byte) error) {
+	if f == nil {
+		s.journalFault.Store(nil)
+		return
+	}
+	s.journalFault.Store(&f)
+}
+
+// OnAppendFailure sets f to be called on the journal writer for each Append whose
+// write failed, after its done: message seq of queueID is not in the journal, and
+// whoever holds it in memory should let it go so that memory agrees with the store.
+// f must be quick and must not call the store. nil removes it.
+func (s *Store) OnAppendFailure(f func(queueID, seq uint64, err error)) {
+	if f == nil {
+		s.appendFailed.Store(nil)
+		return
+	}
+	s.appendFailed.Store(&f)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -40,27 +41,36 @@ func encodedMessageLen(m *Message) int {
 // key, content header, then the body to the end.
 func appendMessage(b []byte, m *Message) []byte {
 	start := len(b)
-	b = beginRecord(b)
-	b = binary.AppendUvarint(b, uint64(m.Deliveries))
-	b = binary.AppendUvarint(b, uint64(max(m.Expires, 0)))
-	b = appendString(b, m.Exchange)
-	b = appendString(b, m.RoutingKey)
-	b = appendBytes(b, m.Header)
+	b = appendMessageFields(beginRecord(b), m)
 	b = append(b, m.Body...)
 	sealRecord(b[start:])
 	return b
 }
 
-// decodeMessage decodes a message record. Header and Body alias val.
-func decodeMessage(val []byte) (*Message, error) {
-	payload, err := openRecord(val)
+// appendMessageFields appends the fields of m's record before the body.
+func appendMessageFields(b []byte, m *Message) []byte {
+	b = binary.AppendUvarint(b, uint64(m.Deliveries))
+	b = binary.AppendUvarint(b, uint64(max(m.Expires, 0)))
+	b = appendString(b, m.Exchange)
+	b = appendString(b, m.RoutingKey)
+	return appendBytes(b, m.Header)
+}
+
+// decodeMessage decodes a message record. Header and Body alias val. For a
+// record of format formatChunked, Body is nil and c says where it is
+// (readBody).
+func decodeMessage(val []byte) (m *Message, c chunking, err error) {
+	version, payload, err := openAnyRecord(val)
 	if err != nil {
-		return nil, err
+		return nil, c, err
+	}
+	if version != formatVersion && version != formatChunked {
+		return nil, c, fmt.Errorf("%w: format version %d", ErrCorrupt, version)
 	}
 	d := decoder{b: payload}
 	deliveries := d.uvarint()
 	expires := d.uvarint()
-	m := &Message{Exchange: d.string(), RoutingKey: d.string(), Header: d.raw()}
+	m = &Message{Exchange: d.string(), RoutingKey: d.string(), Header: d.raw()}
 	if expires > 1<<62 {
 		d.fail()
 	}
@@ -68,14 +78,22 @@ func decodeMessage(val []byte) (*Message, error) {
 	if deliveries > 1<<32-1 {
 		d.fail()
 	}
+	if version == formatChunked {
+		c.bodyLen, c.chunkLen = d.uvarint(), d.uvarint()
+		if c.chunkLen == 0 {
+			d.fail()
+		}
+	}
 	if d.err == nil {
 		m.Deliveries = uint32(deliveries)
-		m.Body, d.b = d.b, nil
+		if version == formatVersion {
+			m.Body, d.b = d.b, nil
+		}
 	}
 	if err := d.finish(); err != nil {
-		return nil, err
+		return nil, chunking{}, err
 	}
-	return m, nil
+	return m, c, nil
 }
 
 // decodeMark decodes a delivery-mark record.
@@ -104,7 +122,8 @@ func (s *Store) ReadMessage(queueID, seq uint64) (*Message, error) {
 	}
 	var m *Message
 	err := s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(msgKey(queueID, seq))
+		key := msgKey(queueID, seq)
+		item, err := txn.Get(key)
 		if err != nil {
 			return err
 		}
@@ -112,8 +131,14 @@ func (s *Store) ReadMessage(queueID, seq uint64) (*Message, error) {
 		if err != nil {
 			return err
 		}
-		if m, err = decodeMessage(val); err != nil {
+		var c chunking
+		if m, c, err = decodeMessage(val); err != nil {
 			return err
+		}
+		if c.chunkLen > 0 {
+			if m.Body, err = readBody(txn, key, c); err != nil {
+				return err
+			}
 		}
 		item, err = txn.Get(markKey(queueID, seq))
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -174,8 +199,16 @@ func (s *Store) ScanQueue(queueID uint64, fn func(seq uint64, m *Message) error)
 		st.Bytes += len(m.Body)
 		return fn(curSeq, m)
 	}
+	type chunkedMsg struct {
+		key [msgKeyLen]byte
+		n   uint32
+	}
+	var chunked []chunkedMsg // messages with chunk records
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
+		if k := item.Key(); len(k) == chunkKeyLen && k[msgKeyLen] == chunkSuffix {
+			continue // read with its message
+		}
 		seq, mark, ok := parseQueueKey(item.Key())
 		if !ok {
 			st.Corrupt++
@@ -211,7 +244,14 @@ func (s *Store) ScanQueue(queueID uint64, fn func(seq uint64, m *Message) error)
 		if err != nil {
 			return st, fmt.Errorf("store: scan queue %d: %w", queueID, err)
 		}
-		m, err := decodeMessage(val)
+		m, c, err := decodeMessage(val)
+		if err == nil && c.chunkLen > 0 {
+			chunked = append(chunked, chunkedMsg{[msgKeyLen]byte(item.Key()), uint32(c.chunks())})
+			m.Body, err = readBody(txn, item.Key(), c)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				return st, fmt.Errorf("store: scan queue %d: %w", queueID, err)
+			}
+		}
 		if err != nil {
 			st.Corrupt++
 			s.log.Warn("skipping corrupt message", zap.Uint64("queue-id", queueID), zap.Uint64("seq", seq), zap.Error(err))
@@ -222,11 +262,14 @@ func (s *Store) ScanQueue(queueID uint64, fn func(seq uint64, m *Message) error)
 	if err := emit(); err != nil {
 		return st, err
 	}
-	if len(marks) > 0 {
-		// Remove must delete these marks too.
+	if len(marks) > 0 || len(chunked) > 0 {
+		// Remove must delete these marks and chunks too.
 		s.mu.Lock()
 		for _, r := range marks {
 			s.marked[r] = struct{}{}
+		}
+		for _, c := range chunked {
+			s.noteChunksLocked(c.key[:], c.n)
 		}
 		s.mu.Unlock()
 	}
@@ -262,6 +305,13 @@ func (s *Store) removeAll(prefix []byte, what string, id uint64) error {
 	if s.closed {
 		return ErrClosed
 	}
+	s.mu.Lock()
+	for k := range s.chunked {
+		if strings.HasPrefix(k, string(prefix)) {
+			delete(s.chunked, k)
+		}
+	}
+	s.mu.Unlock()
 	if err := s.Flush(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -23,9 +24,9 @@ import (
 // before it reads. It counts in the journal backlog and may block on it as
 // Append does. Dropped after Close.
 func (s *Store) Spill(pageID, seq uint64, m *Message) {
-	buf := make([]byte, msgKeyLen, msgKeyLen+encodedMessageLen(m))
-	putSpillKey(buf, pageID, seq)
-	s.submitAppend(appendMessage(buf, m), nil, false)
+	var key [msgKeyLen]byte
+	putSpillKey(key[:], pageID, seq)
+	s.submitAppend(key[:], m, nil, false)
 }
 
 // Unspill deletes spilled message seq of pageID, batched like Remove.
@@ -37,7 +38,7 @@ func (s *Store) Unspill(pageID, seq uint64) {
 		s.mu.Unlock()
 		return
 	}
-	wake := s.pushLocked(op{kind: opRemove, buf: key})
+	wake := s.pushLocked(op{kind: opRemove, buf: key, n: s.takeChunksLocked(key)})
 	s.mu.Unlock()
 	if wake {
 		s.signal()
@@ -90,7 +91,13 @@ func (s *Store) ReadMessages(id uint64, spilled bool, seqs []uint64, fn func(seq
 		if err != nil {
 			return fmt.Errorf("store: read messages of %d: %w", id, err)
 		}
-		m, err := decodeMessage(val)
+		m, c, err := decodeMessage(val)
+		if err == nil && c.chunkLen > 0 {
+			m.Body, err = readBody(txn, key, c)
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("store: read messages of %d: %w", id, err)
+			}
+		}
 		if err != nil {
 			s.log.Warn("skipping corrupt message", zap.Uint64("queue-id", id), zap.Uint64("seq", seq),
 				zap.Bool("spilled", spilled), zap.Error(err))

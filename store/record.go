@@ -39,16 +39,23 @@ func recordCRC(rec []byte) uint32 {
 // openRecord checks v's checksum and version and returns its payload, which aliases v.
 // A failure wraps ErrCorrupt.
 func openRecord(v []byte) ([]byte, error) {
+	version, payload, err := openAnyRecord(v)
+	if err == nil && version != formatVersion {
+		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, version)
+	}
+	return payload, err
+}
+
+// openAnyRecord checks v's checksum and returns its version and payload
+// (aliasing v), whatever the version. A failure wraps ErrCorrupt.
+func openAnyRecord(v []byte) (byte, []byte, error) {
 	if len(v) < recordHeaderLen {
-		return nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(v))
+		return 0, nil, fmt.Errorf("%w: record of %d bytes", ErrCorrupt, len(v))
 	}
 	if got, want := recordCRC(v), binary.BigEndian.Uint32(v[1:recordHeaderLen]); got != want {
-		return nil, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
+		return 0, nil, fmt.Errorf("%w: checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
-	if v[0] != formatVersion {
-		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, v[0])
-	}
-	return v[recordHeaderLen:], nil
+	return v[0], v[recordHeaderLen:], nil
 }
 
 func appendString(b []byte, s string) []byte {

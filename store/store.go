@@ -14,7 +14,9 @@ import (
 )
 
 // schemaVersion is the layout version this code reads and writes (see doc.go).
-const schemaVersion = 1
+// Version 2 added chunked message bodies (large.go); a version-1 database has none
+// and is read as it is (Open rewrites its version).
+const schemaVersion = 2
 
 const (
 	defaultGCInterval = time.Minute
@@ -97,6 +99,13 @@ type Store struct {
 	// settling is cancelSettled's scratch map, kept between batches (writer
 	// goroutine only).
 	settling map[[msgKeyLen]byte]pendingMsg
+	// chunked holds the values with chunk records (messages, spilled messages,
+	// stream chunk data), by key, and how many (large.go). Guarded by mu.
+	chunked map[string]uint32
+	// journalFault is the writer's fault hook (SetJournalFault).
+	journalFault atomic.Pointer[func(key []byte) error]
+	// appendFailed is told of failed appends (OnAppendFailure).
+	appendFailed atomic.Pointer[func(queueID, seq uint64, err error)]
 
 	wake chan struct{} // cap 1: pending changed
 	stop chan struct{} // closed by Close
@@ -173,8 +182,16 @@ func (s *Store) init() error {
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrSchemaVersion, err)
 			}
-			if v != schemaVersion {
-				// Older versions would be migrated here; there are none yet.
+			switch v {
+			case schemaVersion:
+			case 1:
+				// Version 2 only added records: nothing to rewrite. Older
+				// builds must not open the database any more.
+				rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
+				if err := txn.Set(schemaKey, rec); err != nil {
+					return fmt.Errorf("store: write schema version: %w", err)
+				}
+			default:
 				return fmt.Errorf("%w: %d, this build knows %d", ErrSchemaVersion, v, schemaVersion)
 			}
 		}

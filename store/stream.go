@@ -1,9 +1,11 @@
 package store
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.uber.org/zap"
@@ -16,7 +18,14 @@ const (
 	streamChunkHeader = 'c'
 	streamChunkData   = 'd'
 	streamOffset      = 'o'
-	streamKeyLen      = 1 + 8 + 1 + 8
+	// streamLongOffset keys the offset of a consumer whose name does not
+	// fit in a key: 's' streamID(8) 'h' SHA-256(name), the name in the
+	// record.
+	streamLongOffset = 'h'
+	streamKeyLen     = 1 + 8 + 1 + 8
+	// maxOffsetName is the longest consumer name kept in its key (a key of
+	// an opSet is at most 255 bytes).
+	maxOffsetName = 255 - (1 + 8 + 1)
 )
 
 // StreamChunk is a chunk of a stream: a batch of messages appended together.
@@ -30,6 +39,9 @@ type StreamChunk struct {
 	Filters    []string
 	Unfiltered bool
 	AnyFilter  bool
+	// parts is the number of chunk records of its data when the data is
+	// too big for one value (large.go), else 0.
+	parts uint32
 }
 
 // StreamMessage is one message of a chunk. Its slices alias the chunk's
@@ -71,8 +83,14 @@ func appendChunkHeader(b []byte, c *StreamChunk) []byte {
 	if c.AnyFilter {
 		flags |= 2
 	}
+	if c.parts > 0 {
+		flags |= 4
+	}
 	b = binary.AppendUvarint(b, flags)
 	b = appendStrings(b, c.Filters)
+	if c.parts > 0 {
+		b = binary.AppendUvarint(b, uint64(c.parts))
+	}
 	sealRecord(b[start:])
 	return b
 }
@@ -90,6 +108,13 @@ func decodeChunkHeader(first uint64, val []byte) (*StreamChunk, error) {
 	c.Segment = d.uvarint()
 	flags := d.uvarint()
 	c.Filters = d.strings()
+	if flags&4 != 0 {
+		p := d.uvarint()
+		if p == 0 || p > 1<<32-1 {
+			d.fail()
+		}
+		c.parts = uint32(p)
+	}
 	if n > 1<<32-1 {
 		d.fail()
 	}
@@ -105,42 +130,83 @@ func decodeChunkHeader(first uint64, val []byte) (*StreamChunk, error) {
 // messages, group-committed by the journal writer like Append (same
 // backpressure, same contract for done). Messages are encoded before it
 // returns.
+//
+// Data over bodyChunkLen is kept in chunk records (large.go), like a large
+// message body: the data record then says how long the data is and the
+// chunk header how many chunk records it has.
 func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
-	size := recordHeaderLen
+	size := 0
 	for i := range msgs {
 		m := &msgs[i]
-		size += 4*binary.MaxVarintLen32 + len(m.Exchange) + len(m.RoutingKey) + len(m.Header) + len(m.Body) + len(m.Filter)
+		size += uvarintLen(uint64(len(m.Exchange))) + len(m.Exchange) +
+			uvarintLen(uint64(len(m.RoutingKey))) + len(m.RoutingKey) +
+			uvarintLen(uint64(len(m.Header))) + len(m.Header) +
+			uvarintLen(uint64(len(m.Body))) + len(m.Body) +
+			uvarintLen(uint64(len(m.Filter))) + len(m.Filter)
 	}
-	data := make([]byte, 1+streamKeyLen, 1+streamKeyLen+size)
+	data := make([]byte, 1+streamKeyLen, 1+streamKeyLen+recordHeaderLen+size)
 	data[0] = streamKeyLen
 	copy(data[1:], streamKey(streamID, streamChunkData, c.First))
 	start := len(data)
-	data = beginRecord(data)
-	for i := range msgs {
-		m := &msgs[i]
-		data = appendString(data, m.Exchange)
-		data = appendString(data, m.RoutingKey)
-		data = appendBytes(data, m.Header)
-		data = appendBytes(data, m.Body)
-		data = appendString(data, m.Filter)
+	var head uint32
+	ch := *c
+	ch.parts = 0
+	if size <= bodyChunkLen {
+		data = beginRecord(data)
+		for i := range msgs {
+			m := &msgs[i]
+			data = appendString(data, m.Exchange)
+			data = appendString(data, m.RoutingKey)
+			data = appendBytes(data, m.Header)
+			data = appendBytes(data, m.Body)
+			data = appendString(data, m.Filter)
+		}
+		sealRecord(data[start:])
+	} else {
+		parts := (size + bodyChunkLen - 1) / bodyChunkLen
+		data = slices.Grow(data, 2*binary.MaxVarintLen64+parts*recordHeaderLen)
+		data = append(data, formatChunked, 0, 0, 0, 0)
+		data = binary.AppendUvarint(data, uint64(size))
+		data = binary.AppendUvarint(data, bodyChunkLen)
+		sealRecord(data[start:])
+		head = uint32(len(data) - start)
+		w := newChunkWriter(data, size)
+		for i := range msgs {
+			m := &msgs[i]
+			w.writeString(m.Exchange)
+			w.writeString(m.RoutingKey)
+			w.writeBytes(m.Header)
+			w.writeBytes(m.Body)
+			w.writeString(m.Filter)
+		}
+		data = w.finish()
+		ch.parts = uint32(parts)
 	}
-	sealRecord(data[start:])
 	hdr := append([]byte{streamKeyLen}, streamKey(streamID, streamChunkHeader, c.First)...)
-	hdr = appendChunkHeader(hdr, c)
+	hdr = appendChunkHeader(hdr, &ch)
 	// The data goes first: a chunk's header is never durable without it.
-	s.submit([]op{{kind: opSet, buf: data}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
+	s.submit([]op{{kind: opSet, buf: data, n: head, withNext: true}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
 }
 
 // SetStreamOffset stores the acknowledged offset of named consumer name of
 // streamID. Like MarkDelivered it has no sync of its own: it rides with the
 // next group commit or is written within ~200 ms. Dropped after Close.
+// A name of any length is kept: one over maxOffsetName bytes is keyed by its
+// SHA-256 and kept whole in the record.
 func (s *Store) SetStreamOffset(streamID uint64, name string, off uint64) {
-	key := append(streamPrefix(streamID, streamOffset), name...)
-	buf := append([]byte{byte(len(key))}, key...)
-	if len(key) > 255 {
-		return
+	var key []byte
+	long := len(name) > maxOffsetName
+	if long {
+		sum := sha256.Sum256([]byte(name))
+		key = append(streamPrefix(streamID, streamLongOffset), sum[:]...)
+	} else {
+		key = append(streamPrefix(streamID, streamOffset), name...)
 	}
+	buf := append([]byte{byte(len(key))}, key...)
 	buf = binary.AppendUvarint(beginRecord(buf), off)
+	if long {
+		buf = appendString(buf, name)
+	}
 	sealRecord(buf[1+len(key):])
 	s.submit([]op{{kind: opSet, buf: buf}}, false, false, nil)
 }
@@ -149,10 +215,13 @@ func (s *Store) SetStreamOffset(streamID uint64, name string, off uint64) {
 // like Remove (no sync of their own).
 func (s *Store) RemoveStreamChunks(streamID uint64, firsts []uint64) {
 	ops := make([]op, 0, 2*len(firsts))
+	s.mu.Lock()
 	for _, f := range firsts {
+		data := streamKey(streamID, streamChunkData, f)
 		ops = append(ops, op{kind: opRemove, buf: streamKey(streamID, streamChunkHeader, f)},
-			op{kind: opRemove, buf: streamKey(streamID, streamChunkData, f)})
+			op{kind: opRemove, buf: data, n: s.takeChunksLocked(data)})
 	}
+	s.mu.Unlock()
 	s.submit(ops, false, false, nil)
 }
 
@@ -199,12 +268,17 @@ func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
 			if n := len(idx.Chunks); n > 0 && idx.Chunks[n-1].First+uint64(idx.Chunks[n-1].Count) != first {
 				s.log.Warn("gap in stream chunks", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first))
 			}
+			if c.parts > 0 {
+				s.mu.Lock()
+				s.noteChunksLocked(streamKey(streamID, streamChunkData, first), c.parts)
+				s.mu.Unlock()
+			}
 			idx.Chunks = append(idx.Chunks, *c)
 		}
 		it.Close()
 		prefix := streamPrefix(streamID, streamOffset)
 		it = txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-		defer it.Close()
+		defer func() { it.Close() }()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			name := string(item.Key()[len(prefix):])
@@ -214,6 +288,28 @@ func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
 				continue
 			}
 			idx.Offsets[name] = off
+		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamLongOffset)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			err := it.Item().Value(func(val []byte) error {
+				payload, err := openRecord(val)
+				if err != nil {
+					return err
+				}
+				d := decoder{b: payload}
+				off := d.uvarint()
+				name := d.string()
+				if err := d.finish(); err != nil {
+					return err
+				}
+				idx.Offsets[name] = off
+				return nil
+			})
+			if err != nil {
+				idx.Corrupt++
+				s.log.Warn("skipping corrupt stream offset", zap.Uint64("stream-id", streamID), zap.Error(err))
+			}
 		}
 		return nil
 	})
@@ -280,8 +376,11 @@ func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match fun
 			if err != nil {
 				return err
 			}
-			read += len(val)
-			payload, err := openRecord(val)
+			payload, err := streamData(txn, streamKey(streamID, streamChunkData, first), val)
+			read += max(len(val), len(payload))
+			if err != nil && !errors.Is(err, ErrCorrupt) {
+				return err
+			}
 			if err != nil {
 				s.log.Warn("skipping corrupt stream chunk", zap.Uint64("stream-id", streamID), zap.Uint64("offset", first), zap.Error(err))
 				continue
@@ -309,4 +408,26 @@ func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match fun
 // what was submitted before it.
 func (s *Store) RemoveStream(streamID uint64) error {
 	return s.removeAll(streamPrefix(streamID, 0), "stream", streamID)
+}
+
+// streamData is the payload of a stream chunk's data record val (under
+// key): the record's own, or, for data kept in chunk records, those put
+// together (readBody).
+func streamData(txn *badger.Txn, key, val []byte) ([]byte, error) {
+	version, payload, err := openAnyRecord(val)
+	if err != nil {
+		return nil, err
+	}
+	switch version {
+	case formatVersion:
+		return payload, nil
+	case formatChunked:
+		d := decoder{b: payload}
+		c := chunking{bodyLen: d.uvarint(), chunkLen: d.uvarint()}
+		if err := d.finish(); err != nil {
+			return nil, err
+		}
+		return readBody(txn, key, c)
+	}
+	return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, version)
 }
