@@ -190,3 +190,41 @@ func TestFailedJournalWriteFailsOnlyItsMessage(t *testing.T) {
 		t.Fatal("after restart: more messages than before")
 	}
 }
+
+// TestStreamTxCommitFailsWhenChunkWriteFails: a transaction whose stream
+// messages were not written gets no tx.commit-ok: the channel is closed with
+// 541, and the message is never delivered.
+func TestStreamTxCommitFailsWhenChunkWriteFails(t *testing.T) {
+	s, st, stop := startWithStore(t, t.TempDir())
+	defer stop()
+	ch := open(t, dial(t, s))
+	declareStream(t, ch, "s", nil)
+	if !publishOneConfirmed(t, ch, "s", "m0") {
+		t.Fatal("m0 nacked")
+	}
+	st.SetJournalFault(func(k []byte) error {
+		if len(k) == 18 && k[0] == 's' && k[9] == 'd' && binary.BigEndian.Uint64(k[10:]) == 1 {
+			return errors.New("injected write failure")
+		}
+		return nil
+	})
+	tch := open(t, dial(t, s)) // 541 closes the whole connection
+	if err := tch.Tx(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tch.PublishWithContext(context.Background(), "", "s", false, false, amqp091.Publishing{Body: []byte("m1")}); err != nil {
+		t.Fatal(err)
+	}
+	expectCode(t, tch.TxCommit(), 541)
+	st.SetJournalFault(nil)
+	if !publishOneConfirmed(t, ch, "s", "m2") {
+		t.Fatal("m2 nacked")
+	}
+	_, d := consumeStream(t, dial(t, s), "s", 10, amqp091.Table{"x-stream-offset": "first"})
+	for i, want := range []string{"m0", "m2"} {
+		if m := recv(t, d); string(m.Body) != want {
+			t.Fatalf("delivery %d is %q, want %q", i, m.Body, want)
+		}
+	}
+	noDelivery(t, d)
+}

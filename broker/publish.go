@@ -360,7 +360,9 @@ func (ch *channel) txCommit() error {
 			return amqp.Errorf(amqp.InternalError, amqp.ClassTx, 20, "writing messages: %v", err)
 		}
 	}
-	ch.waitTxStreams()
+	if err := ch.waitTxStreams(); err != nil {
+		return amqp.Errorf(amqp.InternalError, amqp.ClassTx, 20, "writing stream messages: %v", err)
+	}
 	for _, a := range acks {
 		if a.ack {
 			ch.settle(a.ps)

@@ -77,17 +77,20 @@ type streamWait struct {
 }
 
 type streamCommitWait struct {
-	end  uint64
-	done chan struct{}
+	end uint64
+	// done gets one value when the wait is over: nil once the stream is
+	// committed up to end (or gone), the write error when a failed chunk
+	// write rewound the stream before end.
+	done chan error
 }
 
-// releaseCommitWaitsLocked closes the commit waits that are due (all of
-// them with all set). Hold qe.mu.
-func (ss *streamState) releaseCommitWaitsLocked(all bool) {
+// releaseCommitWaitsLocked ends the commit waits that are due (all of
+// them with all set), giving them err. Hold qe.mu.
+func (ss *streamState) releaseCommitWaitsLocked(all bool, err error) {
 	keep := ss.commitWaits[:0]
 	for _, w := range ss.commitWaits {
 		if all || w.end <= ss.s.CommittedOffset() {
-			close(w.done)
+			w.done <- err // buffered: never blocks
 		} else {
 			keep = append(keep, w)
 		}
@@ -98,8 +101,11 @@ func (ss *streamState) releaseCommitWaitsLocked(all bool) {
 
 // waitTxStreams waits until the streams a committing transaction appended
 // to have committed what it appended: tx.commit-ok promises it is on disk.
-// Reader goroutine, no lock held.
-func (ch *channel) waitTxStreams() {
+// It returns the write error of a stream that rewound past what the
+// transaction appended (those messages are not stored). Reader goroutine,
+// no lock held.
+func (ch *channel) waitTxStreams() error {
+	var first error
 	for ss, end := range ch.txStreams {
 		qe := ss.qe
 		qe.mu.Lock()
@@ -107,12 +113,15 @@ func (ch *channel) waitTxStreams() {
 			qe.mu.Unlock()
 			continue
 		}
-		w := streamCommitWait{end: end, done: make(chan struct{})}
+		w := streamCommitWait{end: end, done: make(chan error, 1)}
 		ss.commitWaits = append(ss.commitWaits, w)
 		qe.mu.Unlock()
-		<-w.done
+		if err := <-w.done; err != nil && first == nil {
+			first = err
+		}
 	}
 	clear(ch.txStreams)
+	return first
 }
 
 type streamDone struct {
@@ -147,7 +156,7 @@ func (ss *streamState) close() {
 	ss.once.Do(func() {
 		ss.qe.mu.Lock()
 		ss.closed = true
-		ss.releaseCommitWaitsLocked(true)
+		ss.releaseCommitWaitsLocked(true, nil)
 		ss.qe.mu.Unlock()
 		if ss.started {
 			close(ss.stop)
@@ -252,7 +261,7 @@ func (ss *streamState) complete(tick bool) {
 		// classic queue's are.
 		release := ss.waits
 		ss.waits = nil
-		ss.releaseCommitWaitsLocked(true)
+		ss.releaseCommitWaitsLocked(true, nil)
 		qe.mu.Unlock()
 		for _, w := range release {
 			w.ch.journaled(w.seq, nil)
@@ -278,9 +287,10 @@ func (ss *streamState) complete(tick bool) {
 			clear(ss.waits)
 			ss.waits = ss.waits[:0]
 			failure = d.err
-			// A transaction that waits for these offsets is not held
-			// forever.
-			ss.releaseCommitWaitsLocked(true)
+			// A transaction that waits for these offsets is told they
+			// were not stored.
+			ss.releaseCommitWaitsLocked(false, nil)
+			ss.releaseCommitWaitsLocked(true, d.err)
 			continue
 		}
 		ss.s.Commit(d.end)
@@ -291,7 +301,7 @@ func (ss *streamState) complete(tick bool) {
 		release = append(release, ss.waits[:i]...)
 		ss.waits = ss.waits[i:]
 	}
-	ss.releaseCommitWaitsLocked(false)
+	ss.releaseCommitWaitsLocked(false, nil)
 	if tick {
 		ss.fitCacheLocked()
 	}
