@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -24,9 +25,9 @@ import (
 //
 //   - every trimLogInterval, value-log and memtable-log mappings: all of a file that is
 //     no longer written, and all but the last trimKeepTail bytes below the write tail of
-//     the newest file of each kind (the tail is the highest page in the page cache, from
-//     mincore; writes are appends), so that the page being filled is not faulted in
-//     again on every trim;
+//     the newest file of each kind (its highest page mapped in the process: writes are
+//     appends, and what is below was trimmed before), so that the pages being filled are
+//     not paged out, and then read back from the disk, on every trim;
 //   - every trimTableInterval, table mappings too.
 //
 // MADV_PAGEOUT never discards data, unlike MADV_DONTNEED on a private or anonymous
@@ -44,7 +45,7 @@ const (
 	trimLogInterval   = 200 * time.Millisecond
 	trimTableInterval = time.Second
 	// trimKeepTail is how much of the newest log file below its write tail stays
-	// mapped: a few group commits, more than is written between two trims at ~10 MB/s.
+	// mapped: the last few group commits.
 	trimKeepTail = 2 << 20
 )
 
@@ -98,12 +99,13 @@ func (s *Store) trim(tables bool) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Bytes()
-		// start-end perms offset dev inode path
-		path := line[bytes.LastIndexByte(line, ' ')+1:]
-		if !bytes.HasPrefix(path, prefix) {
+		// start-end perms offset dev inode path: the path is all from the first
+		// slash (a file deleted while mapped ends in " (deleted)")
+		slash := bytes.IndexByte(line, '/')
+		if slash < 0 || !bytes.HasPrefix(line[slash:], prefix) {
 			continue
 		}
-		name := path[len(prefix):]
+		name := line[slash+len(prefix):]
 		kind := -1
 		switch {
 		case bytes.HasSuffix(name, []byte(".vlog")):
@@ -161,6 +163,10 @@ func pageOut(start, end uint64) {
 	}
 }
 
+// mincoreVecs holds mincore's result vectors between trims (one page a byte: 32 KiB
+// for a value-log file).
+var mincoreVecs = sync.Pool{New: func() any { return new([]byte) }}
+
 // mappedEnd is the end of the highest page of the mapping [start, end) that is mapped
 // in this process (present in /proc/self/pagemap): the write tail of a log file that is
 // only appended to, once the pages below it were trimmed. The page cache holds more:
@@ -170,7 +176,14 @@ func pageOut(start, end uint64) {
 func mappedEnd(pagemap *os.File, start, end uint64) uint64 {
 	const trimSearch = 64 << 20
 	page := uint64(os.Getpagesize())
-	vec := make([]byte, (end-start+page-1)/page)
+	vp := mincoreVecs.Get().(*[]byte)
+	defer mincoreVecs.Put(vp)
+	if n := int((end - start + page - 1) / page); cap(*vp) < n {
+		*vp = make([]byte, n)
+	} else {
+		*vp = (*vp)[:n]
+	}
+	vec := *vp
 	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(start), uintptr(end-start), uintptr(unsafe.Pointer(&vec[0])))
 	if e != 0 {
 		return end
