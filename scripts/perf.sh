@@ -13,8 +13,23 @@
 #
 # SCENARIOS (e.g. "sc8 sc9") runs only those scenarios, in every round.
 #
+# WARREN_BIN, when set, is a prebuilt warren binary to use (as the broker and as
+# the bench client) instead of building one from this checkout, so that two
+# builds can be compared in one sitting.
+#
 #   SECONDS_PER_RUN=10 RUNS=3 CONNECTIONS=1000 CLIENT=raw bash scripts/perf.sh
+#   WARREN_BIN=/tmp/warren-old SCENARIOS="sc2 sc8" bash scripts/perf.sh
+#
+# The soak (sc11) is not in the default run, being long: SOAK_SECONDS (600) of
+# 4 KiB persistent messages with confirms, consumed at once (queue depth ~0),
+# once per broker, sampling the broker's VmRSS, RssAnon and RssFile (from
+# /proc/PID/status) and its data dir's size every SOAK_EVERY (10) seconds; it
+# prints them over time after the main table. Resident memory under steady
+# traffic with no backlog should stay flat.
+#
+#   SCENARIOS=sc11 RUNS=1 SOAK_SECONDS=600 bash scripts/perf.sh
 set -euo pipefail
+if [ -n "${WARREN_BIN:-}" ]; then WARREN_BIN=$(realpath "$WARREN_BIN"); fi
 cd "$(dirname "$0")/.."
 
 S=${SECONDS_PER_RUN:-10}
@@ -31,6 +46,8 @@ RMQ=/usr/lib/rabbitmq/bin
 log() { printf '[perf %4ds] %s\n' "$SECONDS" "$*" >&2; }
 now_ns() { date +%s%N; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# mem_kb PID: "VmRSS RssAnon RssFile" in KiB.
+mem_kb() { awk '/^(VmRSS|RssAnon|RssFile):/ {v[$1] = $2} END {print v["VmRSS:"], v["RssAnon:"], v["RssFile:"]}' "/proc/$1/status"; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 as_root() {
@@ -104,9 +121,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-log "building warren"
-CGO_ENABLED=0 go build -trimpath -o "$TMP/warren" ./cmd/warren
-W="$TMP/warren"
+if [ -n "${WARREN_BIN:-}" ]; then
+  [ -x "$WARREN_BIN" ] || { echo "WARREN_BIN=$WARREN_BIN is not an executable" >&2; exit 1; }
+  log "using $WARREN_BIN"
+  W=$WARREN_BIN
+else
+  log "building warren"
+  CGO_ENABLED=0 go build -trimpath -o "$TMP/warren" ./cmd/warren
+  W="$TMP/warren"
+fi
 
 # wait_port PORT PID: poll until PORT accepts a connection; prints the ms since
 # START_NS.
@@ -263,6 +286,44 @@ sc10() {
   done
 }
 
+# Soak (sc11, only when SCENARIOS names it; once per broker, in round 1).
+SOAK=${SOAK_SECONDS:-600}
+SOAK_EVERY=${SOAK_EVERY:-10}
+data_dir() { if [ "$1" = rabbit ]; then echo "$TMP/rabbit/mnesia"; else echo "$TMP/warren-data"; fi; }
+sc11() {
+  local b=$1 pid j t0 t next=0
+  [ "$round" = 1 ] || return 0
+  pid=$(pid_of "$b")
+  : >"$TMP/soak-$b"
+  timeout $((SOAK + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json \
+    -x 1 -y 1 -s 4096 --persistent --confirm 1000 --prefetch 1000 --multi-ack 100 --duration "${SOAK}s" \
+    >"$TMP/soak-$b.json" 2>>"$TMP/bench-$b.log" &
+  BENCH_PID=$!
+  t0=$SECONDS
+  while kill -0 "$BENCH_PID" 2>/dev/null; do
+    t=$((SECONDS - t0))
+    if [ "$t" -ge "$next" ]; then
+      # t VmRSS RssAnon RssFile (KiB) data-dir (MiB)
+      echo "$t $(mem_kb "$pid") $(du -sm "$(data_dir "$b")" 2>/dev/null | cut -f1)" >>"$TMP/soak-$b"
+      next=$((next + SOAK_EVERY))
+    fi
+    sleep 1
+  done
+  wait "$BENCH_PID" || true
+  BENCH_PID=''
+  echo "end $(mem_kb "$pid") $(du -sm "$(data_dir "$b")" 2>/dev/null | cut -f1)" >>"$TMP/soak-$b"
+  j=$(tail -n 1 "$TMP/soak-$b.json")
+  [ -n "$j" ] || { echo "soak failed against $b" >&2; tail -n 5 "$TMP/bench-$b.log" >&2; exit 1; }
+  [ "$(jf "$j" failures)" = 0 ] || log "$b: $(jf "$j" failures) failures in the soak"
+  add s11 "$b" "$(jf "$j" send_rate)"
+  read -r _ r a f d < <(tail -n 1 "$TMP/soak-$b")
+  add s11rss "$b" "$(awk -v k="$r" 'BEGIN {printf "%.1f", k / 1024}')"
+  add s11anon "$b" "$(awk -v k="$a" 'BEGIN {printf "%.1f", k / 1024}')"
+  add s11file "$b" "$(awk -v k="$f" 'BEGIN {printf "%.1f", k / 1024}')"
+  add s11disk "$b" "${d:-0}"
+  cp "$TMP/soak-$b" "$TMP/soak-$b.done"
+}
+
 for round in $(seq "$RUNS"); do
   log "round $round/$RUNS: starting brokers"
   start_rabbit
@@ -335,9 +396,38 @@ if [ "$DURABLE" != 0 ]; then
   row s9 "9. $QUEUED persistent 16 B queued (no consumer), confirms: publish msg/s"
   row s9rss "9. … broker peak RSS while queued (and deleted), MiB"
 fi
+if [ -n "${R["s11/rabbit"]:-}${R["s11/warren"]:-}" ]; then
+  row s11 "11. soak ${SOAK}s, 4 KiB persistent, confirms (window 1000), consumed at once: confirmed msg/s"
+  row s11rss "11. … broker RSS at the end, MiB"
+  row s11anon "11. … RssAnon at the end, MiB"
+  row s11file "11. … RssFile at the end, MiB"
+  row s11disk "11. … data dir at the end, MiB"
+fi
 if [ "$STREAMS" != 0 ]; then
   row s10p1 "10. stream, 100 B, 1 publisher (confirms, window 1000) + 1 consumer at the tail: confirmed msg/s"
   row s10c1 "10. … consumed msg/s"
   row s10p4 "10. … 4 publishers + 4 consumers (each reads all): confirmed msg/s"
   row s10c4 "10. … consumed msg/s (sum)"
+fi
+
+if [ -n "${R["s11/rabbit"]:-}${R["s11/warren"]:-}" ]; then
+  echo
+  echo "Soak: broker memory (MiB, from /proc/PID/status) and data dir (MiB) over time."
+  echo
+  echo "| t (s) | Warren RSS | RssAnon | RssFile | disk | RabbitMQ RSS | RssAnon | RssFile | disk |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  touch "$TMP/soak-warren.done" "$TMP/soak-rabbit.done"
+  # Row i is each broker's i-th sample, taken SOAK_EVERY s apart into its own run.
+  awk 'function m(k) { return k == "" ? "—" : sprintf("%.1f", k / 1024) }
+    function d(k) { return k == "" ? "—" : k }
+    FILENAME == ARGV[1] { w[FNR] = $0; if (FNR > n) n = FNR; next }
+    { r[FNR] = $0; if (FNR > n) n = FNR }
+    END {
+      for (i = 1; i <= n; i++) {
+        split(w[i], a, " "); split(r[i], b, " ")
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1] != "" ? a[1] : b[1],
+          m(a[2]), m(a[3]), m(a[4]), d(a[5]), m(b[2]), m(b[3]), m(b[4]), d(b[5])
+        delete a; delete b
+      }
+    }' "$TMP/soak-warren.done" "$TMP/soak-rabbit.done"
 fi

@@ -6,9 +6,16 @@
 // # Goroutines
 //
 // Open starts three goroutines, all stopped and waited for by Close: the journal writer
-// (writeLoop), value-log GC (gcLoop) and the trimmer of mapped table pages (trimLoop,
+// (writeLoop), value-log GC (gcLoop) and the trimmer of mapped file pages (trimLoop,
 // trim_linux.go). Badger runs its own (compactors, memtable
 // flush, its write pipeline), also stopped by Close.
+//
+// Badger memory-maps its tables, value-log and memtable-log files, and every page
+// written or read would stay in the process's resident set (RSS grew with every byte
+// written). The trimmer pages them out with madvise(MADV_PAGEOUT), which never discards
+// data: value-log and memtable-log mappings every 200 ms (all of a finished file, all
+// but the last 2 MiB below the write tail of the newest), tables every second. So RSS
+// follows what is queued in memory, not what was written; Linux only (5.4 or later).
 //
 // The journal writer is the one goroutine that writes messages (and stream chunks:
 // AppendStreamChunk writes a chunk's messages and header as two records in order, done
@@ -143,6 +150,8 @@
 //     unsynced writes instead would miss a memtable rotated in between.)
 //   - DetectConflicts off (one writer, no read-modify-write transactions), metrics off,
 //     Badger's logger adapted to zap at warning level.
-//   - Value-log GC every Config.GCInterval (1 min), RunValueLogGC(0.5) in a loop until
-//     Badger reports nothing to rewrite.
+//   - Value-log GC every Config.GCInterval (1 min), or sooner (checked every 5 s) once
+//     there are more than 4 value-log files, RunValueLogGC(0.5) in a loop until Badger
+//     reports nothing to rewrite. 4 KiB persistent messages consumed at once otherwise
+//     left up to a minute of writes (~1.4 GB) on disk.
 package store

@@ -49,7 +49,8 @@ type Config struct {
 	Logger *zap.Logger
 	// NoSync skips fsync. For tests only: a crash may lose confirmed work.
 	NoSync bool
-	// GCInterval is how often value-log GC runs; 0 means one minute.
+	// GCInterval is how often value-log GC runs (sooner while the value log has more
+	// than a few files); 0 means one minute.
 	GCInterval time.Duration
 	// MaxBatch is the most journal entries written in one group commit; 0 means 4096.
 	MaxBatch int

@@ -3,34 +3,60 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Badger reads its table files through shared memory maps, so every page of them it has
-// written or read stays in the process's resident set until the kernel needs the
-// memory: a million queued small messages leave ~100 MB of table pages mapped. Every
-// trimInterval the trimmer asks the kernel to reclaim them, with madvise(MADV_PAGEOUT)
-// on the store's shared mappings of *.sst files: the pages are clean (Badger syncs a
-// table before it uses it) and are read again from the file when next touched, as a
-// deep queue's messages are when consumers reach them. MADV_PAGEOUT, unlike
-// MADV_DONTNEED, never discards data: should a mapping be replaced between reading
-// /proc/self/maps and the call, the worst outcome is memory paged out early. Value-log
-// and memtable files, written and read at the tail, are left alone. Kernels before
+// Badger reads and writes its files through shared memory maps: tables (*.sst), the
+// value log (*.vlog, where bodies over the value threshold go) and the memtables' logs
+// (*.mem). Every page of them it has written or read stays in the process's resident set
+// until the kernel needs the memory, so RSS would grow with every byte ever written (a
+// 4 KiB persistent message stream consumed at once grew it by ~30 MB/s) and with every
+// table page read (a million queued small messages leave ~100 MB of table pages). The
+// trimmer asks the kernel to take these pages out of the process with
+// madvise(MADV_PAGEOUT) on the store's shared mappings of those files:
+//
+//   - every trimLogInterval, value-log and memtable-log mappings: all of a file that is
+//     no longer written, and all but the last trimKeepTail bytes below the write tail of
+//     the newest file of each kind (its highest page mapped in the process: writes are
+//     appends, and what is below was trimmed before), so that the pages being filled are
+//     not paged out, and then read back from the disk, on every trim;
+//   - every trimTableInterval, table mappings too.
+//
+// MADV_PAGEOUT never discards data, unlike MADV_DONTNEED on a private or anonymous
+// mapping: a clean page is dropped from the page cache and read from the file when next
+// touched (as a spilled or recovered message's body is when it is read); a dirty page
+// (written, not yet synced) is unmapped from the process and stays in the page cache,
+// dirty, until writeback, so a write that Badger makes to it at the same moment is not
+// lost, and the next write faults it back in from the cache. Should a mapping be
+// replaced between reading /proc/self/maps and the call (Badger remaps a log file when
+// it grows or truncates it), the worst outcome is memory paged out early; with
+// MADV_DONTNEED it could zero an anonymous mapping that took the range. Kernels before
 // Linux 5.4 refuse the advice and nothing happens.
 
-const trimInterval = time.Second
+const (
+	trimLogInterval   = 200 * time.Millisecond
+	trimTableInterval = time.Second
+	// trimKeepTail is how much of the newest log file below its write tail stays
+	// mapped: the last few group commits.
+	trimKeepTail = 2 << 20
+)
 
-// trimLoop trims the store's mappings every trimInterval until stop.
+// trimLoop trims the store's mappings until stop: logs every trimLogInterval, tables
+// every trimTableInterval.
 func (s *Store) trimLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(trimInterval)
+	t := time.NewTicker(trimLogInterval)
 	defer t.Stop()
-	for {
+	every := int(trimTableInterval / trimLogInterval)
+	for n := 1; ; n++ {
 		select {
 		case <-s.stop:
 			return
@@ -38,16 +64,26 @@ func (s *Store) trimLoop() {
 		}
 		s.lifeMu.RLock()
 		if !s.closed {
-			s.trimMappings()
+			s.trim(n%every == 0)
 		}
 		s.lifeMu.RUnlock()
 	}
 }
 
 // trimMappings asks the kernel to reclaim the resident pages of the store's mappings
-// of its table files. Scans that read a lot of them (removePrefix) call it too. Hold
-// lifeMu (read) with the store open.
-func (s *Store) trimMappings() {
+// of its tables and logs. Scans that read a lot of tables (removePrefix) call it too.
+// Hold lifeMu (read) with the store open.
+func (s *Store) trimMappings() { s.trim(true) }
+
+// logMapping is one shared mapping of a value-log or memtable-log file.
+type logMapping struct {
+	start, end uint64
+	kind       int    // 0 value log, 1 memtable log
+	num        uint64 // the file's number (Badger's fid), from its name
+}
+
+// trim pages out the store's log mappings, and its table mappings with tables.
+func (s *Store) trim(tables bool) {
 	dir, err := filepath.Abs(s.dir)
 	if err != nil {
 		return
@@ -58,12 +94,25 @@ func (s *Store) trimMappings() {
 	}
 	defer f.Close()
 	prefix := []byte(dir + string(filepath.Separator))
+	var logs []logMapping
+	var newest [2]uint64
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Bytes()
-		// start-end perms offset dev inode path
-		path := line[bytes.LastIndexByte(line, ' ')+1:]
-		if !bytes.HasPrefix(path, prefix) || !bytes.HasSuffix(path, []byte(".sst")) {
+		// start-end perms offset dev inode path: the path is all from the first
+		// slash (a file deleted while mapped ends in " (deleted)")
+		slash := bytes.IndexByte(line, '/')
+		if slash < 0 || !bytes.HasPrefix(line[slash:], prefix) {
+			continue
+		}
+		name := line[slash+len(prefix):]
+		kind := -1
+		switch {
+		case bytes.HasSuffix(name, []byte(".vlog")):
+			kind = 0
+		case bytes.HasSuffix(name, []byte(".mem")):
+			kind = 1
+		case !tables || !bytes.HasSuffix(name, []byte(".sst")):
 			continue
 		}
 		dash := bytes.IndexByte(line, '-')
@@ -76,6 +125,93 @@ func (s *Store) trimMappings() {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
+		if kind < 0 {
+			pageOut(start, end)
+			continue
+		}
+		num, err := strconv.ParseUint(string(name[:bytes.IndexByte(name, '.')]), 10, 64)
+		if err != nil {
+			continue
+		}
+		newest[kind] = max(newest[kind], num)
+		logs = append(logs, logMapping{start: start, end: end, kind: kind, num: num})
+	}
+	var pagemap *os.File
+	for _, m := range logs {
+		end := m.end
+		if m.num == newest[m.kind] {
+			if pagemap == nil {
+				if pagemap, err = os.Open("/proc/self/pagemap"); err != nil {
+					return
+				}
+				defer pagemap.Close()
+			}
+			end = mappedEnd(pagemap, m.start, m.end)
+			if end < m.start+trimKeepTail {
+				continue
+			}
+			end -= trimKeepTail
+		}
+		pageOut(m.start, end)
+	}
+}
+
+// pageOut advises the kernel to reclaim the pages of [start, end).
+func pageOut(start, end uint64) {
+	if end > start {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	}
+}
+
+// mincoreVecs holds mincore's result vectors between trims (one page a byte: 32 KiB
+// for a value-log file).
+var mincoreVecs = sync.Pool{New: func() any { return new([]byte) }}
+
+// mappedEnd is the end of the highest page of the mapping [start, end) that is mapped
+// in this process (present in /proc/self/pagemap): the write tail of a log file that is
+// only appended to, once the pages below it were trimmed. The page cache holds more:
+// the kernel reads ahead of faults, holes included, so mincore's answer (the highest
+// page in the cache) only bounds the search, which looks at most trimSearch below it.
+// It answers end when the mappings cannot be read, so that the whole file is trimmed.
+func mappedEnd(pagemap *os.File, start, end uint64) uint64 {
+	const trimSearch = 64 << 20
+	page := uint64(os.Getpagesize())
+	vp := mincoreVecs.Get().(*[]byte)
+	defer mincoreVecs.Put(vp)
+	if n := int((end - start + page - 1) / page); cap(*vp) < n {
+		*vp = make([]byte, n)
+	} else {
+		*vp = (*vp)[:n]
+	}
+	vec := *vp
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(start), uintptr(end-start), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return end
+	}
+	hi := start
+	for i := len(vec) - 1; i >= 0; i-- {
+		if vec[i]&1 != 0 {
+			hi = start + uint64(i+1)*page
+			break
+		}
+	}
+	var buf [512 * 8]byte // pagemap entries of 2 MiB of 4 KiB pages
+	bottom := start
+	if hi > start+trimSearch {
+		bottom = hi - trimSearch
+	}
+	for hi > bottom {
+		from := max(bottom, hi-uint64(len(buf)/8)*page)
+		n := (hi - from) / page
+		if _, err := pagemap.ReadAt(buf[:n*8], int64(from/page*8)); err != nil {
+			return end
+		}
+		for i := int(n) - 1; i >= 0; i-- {
+			if binary.LittleEndian.Uint64(buf[i*8:])>>63 != 0 { // present
+				return from + uint64(i+1)*page
+			}
+		}
+		hi = from
+	}
+	return bottom
 }
