@@ -2,13 +2,17 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/store"
@@ -258,4 +262,174 @@ func TestDeleteQueueWithManyBindingsIsOneStoreWrite(t *testing.T) {
 	if len(d.Queues) != 0 || len(d.Bindings) != 0 {
 		t.Fatalf("left in the store: %d queues, %d bindings", len(d.Queues), len(d.Bindings))
 	}
+}
+
+// topologyDigest describes the definitions the broker holds in memory:
+// vhosts, users, permissions, and the queues, exchanges, bindings and
+// policies of vhosts.
+func topologyDigest(t *testing.T, b *broker.Broker, vhosts ...string) string {
+	t.Helper()
+	var out strings.Builder
+	fmt.Fprintf(&out, "vhosts %v\n", b.VHosts())
+	for _, u := range b.Users() {
+		fmt.Fprintf(&out, "user %s %v\n", u.Name, u.Tags)
+	}
+	fmt.Fprintf(&out, "permissions %v\ntopic permissions %v\n", b.Permissions(), b.TopicPermissions())
+	for _, vh := range vhosts {
+		if !b.HasVHost(vh) {
+			continue
+		}
+		qs, _ := b.Queues(vh)
+		for _, q := range qs {
+			fmt.Fprintf(&out, "queue %s/%s %v\n", vh, q.Name, q.Durable)
+		}
+		xs, _ := b.Exchanges(vh)
+		for _, x := range xs {
+			fmt.Fprintf(&out, "exchange %s/%s %s\n", vh, x.Name, x.Type)
+		}
+		bs, _ := b.Bindings(vh)
+		var lines []string
+		for _, bd := range bs {
+			lines = append(lines, fmt.Sprintf("binding %s/%s->%s %q %v", vh, bd.Source, bd.Destination, bd.RoutingKey, bd.Arguments))
+		}
+		sort.Strings(lines)
+		out.WriteString(strings.Join(lines, "\n") + "\n")
+		ps, _ := b.Policies(vh)
+		for _, p := range ps {
+			fmt.Fprintf(&out, "policy %s/%s %s\n", vh, p.Name, p.Pattern)
+		}
+	}
+	return out.String()
+}
+
+// TestFailedDefinitionWritesChangeNothing: with the store failing every
+// definition write, each change over AMQP is refused with 541 and each
+// administrative change returns an error; memory is left as it was, and
+// after a restart the store holds the same definitions.
+func TestFailedDefinitionWritesChangeNothing(t *testing.T) {
+	dir := t.TempDir()
+	s, st, stop := startWithStore(t, dir)
+	defer stop()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := open(t, dial(t, s))
+	_, err := ch.QueueDeclare("keep.q", true, false, false, false, nil)
+	must(err)
+	must(ch.ExchangeDeclare("keep.x", "direct", true, false, false, false, nil))
+	must(ch.ExchangeDeclare("keep.auto", "fanout", true, true, false, false, nil))
+	must(ch.QueueBind("keep.q", "k", "keep.x", false, nil))
+	must(ch.QueueBind("keep.q", "", "keep.auto", false, nil))
+	must(ch.ExchangeBind("keep.auto", "e", "keep.x", false, nil))
+	must(s.AddVHost("keep.v"))
+	must(s.PutUser("keep.u", "pw", []string{"management"}))
+	must(s.SetPermissions("keep.u", "/", ".*", ".*", ".*"))
+	must(s.SetTopicPermissions("keep.u", "/", "amq.topic", ".*", ".*"))
+	must(s.SetPolicy("/", "keep.p", "^keep", "queues", 0, map[string]any{"max-length": 10}, false))
+	must(ch.Close())
+	vhosts := []string{"/", "keep.v", "f.v"}
+	want := topologyDigest(t, s.Broker, vhosts...)
+
+	fault := errors.New("disk on fire")
+	st.SetDefinitionHook(func() error { return fault })
+	amqpChanges := []struct {
+		name string
+		do   func(ch *amqp091.Channel) error
+	}{
+		{"queue.declare", func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclare("f.q", true, false, false, false, nil)
+			return err
+		}},
+		{"exchange.declare", func(ch *amqp091.Channel) error {
+			return ch.ExchangeDeclare("f.x", "topic", true, false, false, false, nil)
+		}},
+		{"queue.bind", func(ch *amqp091.Channel) error { return ch.QueueBind("keep.q", "f", "keep.x", false, nil) }},
+		{"exchange.bind", func(ch *amqp091.Channel) error { return ch.ExchangeBind("keep.auto", "f", "keep.x", false, nil) }},
+		{"queue.unbind", func(ch *amqp091.Channel) error { return ch.QueueUnbind("keep.q", "k", "keep.x", nil) }},
+		// The last binding of an auto-delete exchange: the exchange would go too.
+		{"queue.unbind auto-delete", func(ch *amqp091.Channel) error { return ch.QueueUnbind("keep.q", "", "keep.auto", nil) }},
+		{"exchange.unbind", func(ch *amqp091.Channel) error { return ch.ExchangeUnbind("keep.auto", "e", "keep.x", false, nil) }},
+		{"queue.delete", func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDelete("keep.q", false, false, false)
+			return err
+		}},
+		{"exchange.delete", func(ch *amqp091.Channel) error { return ch.ExchangeDelete("keep.x", false, false) }},
+	}
+	for _, c := range amqpChanges {
+		ch := open(t, dial(t, s))
+		if err := c.do(ch); amqpCode(err) != 541 {
+			t.Errorf("%s: %v, want 541 INTERNAL_ERROR", c.name, err)
+		}
+	}
+	adminChanges := []struct {
+		name string
+		do   func() error
+	}{
+		{"add vhost", func() error { return s.AddVHost("f.v") }},
+		{"delete vhost", func() error { return s.DeleteVHost("keep.v") }},
+		{"put user", func() error { return s.PutUser("f.u", "pw", nil) }},
+		{"update user", func() error { return s.PutUser("keep.u", "pw2", []string{"administrator"}) }},
+		{"delete user", func() error { return s.DeleteUser("keep.u") }},
+		{"set permissions", func() error { return s.SetPermissions("keep.u", "keep.v", ".*", "", "") }},
+		{"clear permissions", func() error { return s.ClearPermissions("keep.u", "/") }},
+		{"set topic permissions", func() error { return s.SetTopicPermissions("keep.u", "/", "x", "a", "b") }},
+		{"clear topic permissions", func() error { return s.ClearTopicPermissions("keep.u", "/", "amq.topic") }},
+		{"set policy", func() error {
+			return s.SetPolicy("/", "f.p", ".*", "all", 1, map[string]any{"max-length": 1}, false)
+		}},
+		{"clear policy", func() error { return s.ClearPolicy("/", "keep.p", false) }},
+		{"declare queue (API)", func() error {
+			return s.DeclareQueue("/", "", broker.QueueSpec{Name: "f.api", Durable: true})
+		}},
+	}
+	for _, c := range adminChanges {
+		if err := c.do(); err == nil {
+			t.Errorf("%s: no error although the store failed", c.name)
+		}
+	}
+	st.SetDefinitionHook(nil)
+	if got := topologyDigest(t, s.Broker, vhosts...); got != want {
+		t.Errorf("after failed changes, memory holds:\n%s\nwant:\n%s", got, want)
+	}
+	stop()
+	s, _, stop = startWithStore(t, dir)
+	defer stop()
+	if got := topologyDigest(t, s.Broker, vhosts...); got != want {
+		t.Fatalf("after a restart, the store holds:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestUnencodableArgumentsAreRefused: a durable queue or binding whose
+// arguments cannot be stored is refused, not stored without them.
+func TestUnencodableArgumentsAreRefused(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	bad := amqp.Table{"x-custom": struct{}{}}
+	err := s.DeclareQueue("/", "", broker.QueueSpec{Name: "bad.q", Durable: true, Arguments: bad})
+	if code := amqpErrorCode(err); code != 541 {
+		t.Fatalf("declaring a durable queue with unencodable arguments: %v", err)
+	}
+	if _, err := s.Queue("/", "bad.q"); err == nil {
+		t.Fatal("the queue exists")
+	}
+	if err := s.DeclareQueue("/", "", broker.QueueSpec{Name: "ok.q", Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Bind("/", "", "amq.direct", "ok.q", false, "k", bad, true)
+	if code := amqpErrorCode(err); code != 541 {
+		t.Fatalf("binding durable ends with unencodable arguments: %v", err)
+	}
+	if bs, _ := s.Bindings("/"); len(bs) != 1 { // the default exchange's
+		t.Fatalf("bindings: %v", bs)
+	}
+}
+
+func amqpErrorCode(err error) uint16 {
+	var e *amqp.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
 }
