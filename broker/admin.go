@@ -137,6 +137,7 @@ func (b *Broker) DeleteVHost(name string) error {
 		return fmt.Errorf("broker: deleting vhost %q: %w", name, err)
 	}
 
+	v.deleted = true
 	b.mu.Lock()
 	delete(b.vhosts, name)
 	var conns []*conn

@@ -66,6 +66,9 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
@@ -297,6 +300,9 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.RLock()
 	s, d := v.exchanges[src], v.exchanges[dest]
 	switch { // RabbitMQ reports the source first

@@ -96,6 +96,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	durable := m.Durable && !m.Exclusive
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.Lock()
 	qe := v.queues[name]
 	if qe != nil {
@@ -224,6 +227,9 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.RLock()
 	ex := v.exchanges[xname]
 	if ex == nil {

@@ -14,6 +14,9 @@ type vhost struct {
 	name    string
 	b       *Broker
 	storeID uint64
+	// deleted is set once DeleteVHost has removed the vhost (Broker.defMu):
+	// its connections, until they close, can define nothing in it.
+	deleted bool
 
 	// bindMu guards bindingIDs, the store records of durable bindings.
 	// It is taken after mu when both are needed.
@@ -87,6 +90,15 @@ type queueEntity struct {
 	quorum bool
 	// stream is set for a stream queue (stream.go); q is then unused.
 	stream *streamState
+}
+
+// goneError refuses a definition change in a deleted vhost, as the
+// connection is being closed for. Hold b.defMu.
+func (v *vhost) goneError(cls, mth uint16) error {
+	if v.deleted {
+		return amqp.Errorf(amqp.ConnectionForced, cls, mth, "vhost '%s' is deleted", v.name)
+	}
+	return nil
 }
 
 func newVHost(b *Broker, name string) *vhost {
