@@ -175,16 +175,18 @@ func (b *Broker) DeleteVHost(name string) error {
 	v.bindMu.Lock()
 	clear(v.bindingIDs)
 	v.bindMu.Unlock()
+	for _, d := range queues {
+		if d.qe.stream != nil {
+			b.dropStream(d.qe)
+		}
+		b.dropQueueData(d.qe)
+	}
 	locked = false
 	b.defMu.Unlock()
 	for _, c := range conns {
 		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
 	}
 	for _, d := range queues {
-		if d.qe.stream != nil {
-			b.dropStream(d.qe)
-		}
-		b.dropQueueData(d.qe)
 		for _, cons := range d.conss {
 			cons.ch.serverCancel(cons)
 		}

@@ -433,3 +433,67 @@ func amqpErrorCode(err error) uint16 {
 	}
 	return 0
 }
+
+// BenchmarkDeleteQueueWith500Bindings times queue.delete of a durable
+// queue with 500 durable bindings, on a store that syncs.
+func BenchmarkDeleteQueueWith500Bindings(b *testing.B) {
+	st, err := store.Open(store.Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := brokertest.Start(b, &broker.Config{Store: st})
+	ch := open(b, dial(b, s))
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := ch.QueueDeclare("many", true, false, false, false, nil); err != nil {
+			b.Fatal(err)
+		}
+		for i := range 500 {
+			if err := ch.QueueBind("many", fmt.Sprintf("k%d", i), "amq.direct", false, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if _, err := ch.QueueDelete("many", false, false, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestQueueInvisibleUntilStored: while a durable queue's declaration waits
+// for its store write, the queue is not there for publishers: a mandatory
+// message to it comes back, rather than being journaled without the
+// queue's store id.
+func TestQueueInvisibleUntilStored(t *testing.T) {
+	s, st, stop := startWithStore(t, t.TempDir())
+	defer stop()
+	decl := open(t, dial(t, s))
+	pub := open(t, dial(t, s))
+	if err := pub.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	returns := pub.NotifyReturn(make(chan amqp091.Return, 1))
+	entered, release := blockDefinitions(t, st)
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := decl.QueueDeclare("slow", true, false, false, false, nil)
+		done <- err
+	}()
+	waitSignal(t, entered, "definition write")
+	dc, err := pub.PublishWithDeferredConfirmWithContext(context.Background(), "", "slow", true, false,
+		amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte("early")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, dc.Done(), "confirm")
+	select {
+	case <-returns:
+	default:
+		t.Fatal("a message was routed to a queue whose record is not stored yet")
+	}
+	release()
+	if err := waitSignal(t, done, "queue.declare-ok"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -188,7 +188,9 @@ func (b *Broker) recover() error {
 			_, destOK = v.exchanges[bd.Destination]
 		}
 		if src == nil || !destOK {
-			_ = st.Delete(store.KindBinding, bd.ID)
+			if err := st.Delete(store.KindBinding, bd.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				b.log.Warn("deleting the record of a binding whose ends are gone", zap.Uint64("id", bd.ID), zap.Error(err))
+			}
 			continue
 		}
 		bn := exchange.Binding{Destination: exchange.Destination{Kind: kind, Name: bd.Destination}, Key: bd.RoutingKey, Args: decodeArgs(bd.Args)}
