@@ -497,3 +497,56 @@ func TestQueueInvisibleUntilStored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAutoDeleteCascadeIsOneStoreWrite: deleting a queue whose binding was
+// the last of a durable auto-delete exchange, itself the last destination
+// of another, deletes the queue, both exchanges and all their bindings in
+// one store write, and none of them comes back after a restart.
+func TestAutoDeleteCascadeIsOneStoreWrite(t *testing.T) {
+	dir := t.TempDir()
+	s, st, stop := startWithStore(t, dir)
+	defer stop()
+	ch := open(t, dial(t, s))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := ch.QueueDeclare("leaf", true, false, false, false, nil)
+	must(err)
+	must(ch.ExchangeDeclare("x.inner", "direct", true, true, false, false, nil))
+	must(ch.ExchangeDeclare("x.outer", "fanout", true, true, false, false, nil))
+	must(ch.ExchangeDeclare("x.stays", "topic", true, false, false, false, nil))
+	must(ch.QueueBind("leaf", "k", "x.inner", false, nil))
+	must(ch.ExchangeBind("x.inner", "", "x.outer", false, nil))
+	must(ch.ExchangeBind("x.outer", "#", "x.stays", false, nil))
+	before := st.DefinitionWrites()
+	_, err = ch.QueueDelete("leaf", false, false, false)
+	must(err)
+	if n := st.DefinitionWrites() - before; n != 1 {
+		t.Fatalf("the deletion and its cascade made %d store writes, want 1", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, x := range []string{"x.inner", "x.outer"} {
+			if _, err := s.Exchange("/", x); err == nil {
+				t.Errorf("%s: exchange %s still there", when, x)
+			}
+		}
+		if _, err := s.Exchange("/", "x.stays"); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+		bs, _ := s.Bindings("/")
+		for _, b := range bs {
+			if b.Source != "" {
+				t.Errorf("%s: binding %s->%s left", when, b.Source, b.Destination)
+			}
+		}
+	}
+	check("before a restart")
+	stop()
+	s, _, stop = startWithStore(t, dir)
+	defer stop()
+	check("after a restart")
+}
