@@ -10,8 +10,9 @@ import (
 )
 
 // Administration of vhosts, users and permissions. These methods are what
-// the management API and `warren ctl` call; each change is stored before
-// it returns when the broker has a store.
+// the management API and `warren ctl` call. With a store, each change is
+// stored (one batch) before it is made in memory: a change that fails to
+// store returns the error and changes nothing.
 
 var (
 	// ErrExists means the named object exists already.
@@ -59,13 +60,12 @@ func (b *Broker) AddVHost(name string) error {
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
-	if b.vhosts[name] != nil {
-		b.mu.Unlock()
+	exists := b.vhosts[name] != nil
+	b.mu.Unlock()
+	if exists {
 		return fmt.Errorf("vhost %q: %w", name, ErrExists)
 	}
 	v := newVHost(b, name)
-	b.vhosts[name] = v
-	b.mu.Unlock()
 	if st := b.cfg.Store; st != nil {
 		rec := &store.VHost{Name: name}
 		if _, err := st.Put(rec); err != nil {
@@ -73,6 +73,9 @@ func (b *Broker) AddVHost(name string) error {
 		}
 		v.storeID = rec.ID
 	}
+	b.mu.Lock()
+	b.vhosts[name] = v
+	b.mu.Unlock()
 	return nil
 }
 
@@ -80,13 +83,62 @@ func (b *Broker) AddVHost(name string) error {
 // permissions on it; its connections are closed with 320.
 func (b *Broker) DeleteVHost(name string) error {
 	b.defMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			b.defMu.Unlock()
+		}
+	}()
 	b.mu.Lock()
 	v := b.vhosts[name]
 	if v == nil {
 		b.mu.Unlock()
-		b.defMu.Unlock()
 		return fmt.Errorf("vhost %q: %w", name, ErrNotFound)
 	}
+	// Every record of the vhost goes in one store batch, before anything
+	// changes in memory.
+	var dels []store.DefRef
+	add := func(kind store.Kind, id uint64) {
+		if id != 0 {
+			dels = append(dels, store.DefRef{Kind: kind, ID: id})
+		}
+	}
+	for _, u := range b.users {
+		if p, ok := u.perms[name]; ok {
+			add(store.KindPermission, p.storeID)
+		}
+		for k, tp := range u.topicPerms {
+			if k.vhost == name {
+				add(store.KindTopicPermission, tp.storeID)
+			}
+		}
+	}
+	b.mu.Unlock()
+	v.mu.RLock()
+	for _, qe := range v.queues {
+		add(store.KindQueue, qe.storeID)
+	}
+	for _, ex := range v.exchanges {
+		add(store.KindExchange, ex.storeID)
+	}
+	for _, set := range []map[string]*policy{v.policies.user, v.policies.operator} {
+		for _, p := range set {
+			add(store.KindPolicy, p.storeID)
+		}
+	}
+	v.bindMu.Lock()
+	for _, id := range v.bindingIDs {
+		add(store.KindBinding, id)
+	}
+	v.bindMu.Unlock()
+	v.mu.RUnlock()
+	add(store.KindVHost, v.storeID)
+	if err := b.storeDefs(nil, dels); err != nil {
+		return fmt.Errorf("broker: deleting vhost %q: %w", name, err)
+	}
+
+	v.deleted = true
+	b.mu.Lock()
 	delete(b.vhosts, name)
 	var conns []*conn
 	for c := range b.conns {
@@ -94,63 +146,49 @@ func (b *Broker) DeleteVHost(name string) error {
 			conns = append(conns, c)
 		}
 	}
-	var perms, topicPerms []uint64
 	for _, u := range b.users {
-		if p, ok := u.perms[name]; ok {
-			perms = append(perms, p.storeID)
-			delete(u.perms, name)
-		}
-		for k, tp := range u.topicPerms {
+		delete(u.perms, name)
+		for k := range u.topicPerms {
 			if k.vhost == name {
-				topicPerms = append(topicPerms, tp.storeID)
 				delete(u.topicPerms, k)
 			}
 		}
 	}
 	b.permGen.Add(1)
 	b.mu.Unlock()
-	st := b.cfg.Store
+	type dropped struct {
+		qe    *queueEntity
+		conss []*consumer
+	}
+	var queues []dropped
 	v.mu.Lock()
-	queues := make([]*queueEntity, 0, len(v.queues))
 	for _, qe := range v.queues {
-		queues = append(queues, qe)
+		_, conss := v.dropQueueLocked(qe, false)
+		queues = append(queues, dropped{qe, conss})
 	}
-	exchanges := make([]*exchangeEntity, 0, len(v.exchanges))
 	for _, ex := range v.exchanges {
-		exchanges = append(exchanges, ex)
-	}
-	v.mu.Unlock()
-	b.defMu.Unlock()
-	for _, c := range conns {
-		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
-	}
-	for _, qe := range queues {
-		_, _ = v.deleteQueue(qe, false, false)
-	}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	v.mu.Lock()
-	for _, ex := range exchanges {
 		if v.exchanges[ex.name] == ex {
 			v.deleteExchangeLocked(ex)
 		}
 	}
 	v.mu.Unlock()
-	if st != nil {
-		for _, id := range perms {
-			if id != 0 {
-				_ = st.Delete(store.KindPermission, id)
-			}
+	v.bindMu.Lock()
+	clear(v.bindingIDs)
+	v.bindMu.Unlock()
+	for _, d := range queues {
+		if d.qe.stream != nil {
+			b.dropStream(d.qe)
 		}
-		for _, id := range topicPerms {
-			if id != 0 {
-				_ = st.Delete(store.KindTopicPermission, id)
-			}
-		}
-		if v.storeID != 0 {
-			if err := st.Delete(store.KindVHost, v.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
+		b.dropQueueData(d.qe)
+	}
+	locked = false
+	b.defMu.Unlock()
+	for _, c := range conns {
+		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
+	}
+	for _, d := range queues {
+		for _, cons := range d.conss {
+			cons.ch.serverCancel(cons)
 		}
 	}
 	return nil
@@ -191,25 +229,30 @@ func (b *Broker) PutUserHash(name string, hash []byte, algorithm string, tags []
 	if algorithm != HashSHA256 && algorithm != HashSHA512 {
 		return fmt.Errorf("%w: %s", ErrUnknownHashAlgorithm, algorithm)
 	}
+	hash, tags = slices.Clone(hash), slices.Clone(tags)
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
+	b.mu.Lock()
+	var id uint64
+	if u := b.users[name]; u != nil {
+		id = u.storeID
+	}
+	b.mu.Unlock()
+	if st := b.cfg.Store; st != nil {
+		rec := &store.User{ID: id, Name: name, PasswordHash: hash, HashAlgorithm: algorithm, Tags: tags}
+		if _, err := st.Put(rec); err != nil {
+			return err
+		}
+		id = rec.ID
+	}
 	b.mu.Lock()
 	u := b.users[name]
 	if u == nil {
 		u = &user{name: name}
 		b.users[name] = u
 	}
-	u.hash, u.algorithm, u.tags = slices.Clone(hash), algorithm, slices.Clone(tags)
-	rec := &store.User{ID: u.storeID, Name: name, PasswordHash: u.hash, HashAlgorithm: algorithm, Tags: u.tags}
+	u.hash, u.algorithm, u.tags, u.storeID = hash, algorithm, tags, id
 	b.mu.Unlock()
-	if st := b.cfg.Store; st != nil {
-		if _, err := st.Put(rec); err != nil {
-			return err
-		}
-		b.mu.Lock()
-		u.storeID = rec.ID
-		b.mu.Unlock()
-	}
 	return nil
 }
 
@@ -224,6 +267,25 @@ func (b *Broker) DeleteUser(name string) error {
 		b.mu.Unlock()
 		return fmt.Errorf("user %q: %w", name, ErrNotFound)
 	}
+	var dels []store.DefRef
+	for _, p := range u.perms {
+		if p.storeID != 0 {
+			dels = append(dels, store.DefRef{Kind: store.KindPermission, ID: p.storeID})
+		}
+	}
+	for _, tp := range u.topicPerms {
+		if tp.storeID != 0 {
+			dels = append(dels, store.DefRef{Kind: store.KindTopicPermission, ID: tp.storeID})
+		}
+	}
+	if u.storeID != 0 {
+		dels = append(dels, store.DefRef{Kind: store.KindUser, ID: u.storeID})
+	}
+	b.mu.Unlock()
+	if err := b.storeDefs(nil, dels); err != nil {
+		return fmt.Errorf("broker: deleting user %q: %w", name, err)
+	}
+	b.mu.Lock()
 	delete(b.users, name)
 	b.permGen.Add(1)
 	var conns []*conn
@@ -233,23 +295,6 @@ func (b *Broker) DeleteUser(name string) error {
 		}
 	}
 	b.mu.Unlock()
-	if st := b.cfg.Store; st != nil {
-		for _, p := range u.perms {
-			if p.storeID != 0 {
-				_ = st.Delete(store.KindPermission, p.storeID)
-			}
-		}
-		for _, tp := range u.topicPerms {
-			if tp.storeID != 0 {
-				_ = st.Delete(store.KindTopicPermission, tp.storeID)
-			}
-		}
-		if u.storeID != 0 {
-			if err := st.Delete(store.KindUser, u.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-	}
 	for _, c := range conns {
 		c.forceClose(fmt.Sprintf("user '%s' is deleted", name))
 	}
@@ -294,21 +339,18 @@ func (b *Broker) SetPermissions(username, vhostName, configure, write, read stri
 		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
 	p := permission{configure: configure, write: write, read: read, storeID: u.perms[vhostName].storeID}
-	u.setPermission(vhostName, p)
-	b.permGen.Add(1)
 	b.mu.Unlock()
 	if st := b.cfg.Store; st != nil {
 		rec := &store.Permission{ID: p.storeID, User: username, VHost: vhostName, Configure: configure, Write: write, Read: read}
 		if _, err := st.Put(rec); err != nil {
 			return err
 		}
-		b.mu.Lock()
-		if cur, ok := u.perms[vhostName]; ok {
-			cur.storeID = rec.ID
-			u.perms[vhostName] = cur
-		}
-		b.mu.Unlock()
+		p.storeID = rec.ID
 	}
+	b.mu.Lock()
+	u.setPermission(vhostName, p)
+	b.permGen.Add(1)
+	b.mu.Unlock()
 	return nil
 }
 
@@ -323,8 +365,6 @@ func (b *Broker) ClearPermissions(username, vhostName string) error {
 		return fmt.Errorf("user %q: %w", username, ErrNotFound)
 	}
 	p, ok := u.perms[vhostName]
-	delete(u.perms, vhostName)
-	b.permGen.Add(1)
 	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("permissions of %q on %q: %w", username, vhostName, ErrNotFound)
@@ -334,6 +374,10 @@ func (b *Broker) ClearPermissions(username, vhostName string) error {
 			return err
 		}
 	}
+	b.mu.Lock()
+	delete(u.perms, vhostName)
+	b.permGen.Add(1)
+	b.mu.Unlock()
 	return nil
 }
 
@@ -389,26 +433,23 @@ func (b *Broker) SetTopicPermissions(username, vhostName, exchangeName, write, r
 		b.mu.Unlock()
 		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
-	if u.topicPerms == nil {
-		u.topicPerms = make(map[topicPermKey]topicPermission)
-	}
 	k := topicPermKey{vhostName, exchangeName}
 	tp.storeID = u.topicPerms[k].storeID
-	u.topicPerms[k] = tp
-	b.permGen.Add(1)
 	b.mu.Unlock()
 	if st := b.cfg.Store; st != nil {
 		rec := &store.TopicPermission{ID: tp.storeID, User: username, VHost: vhostName, Exchange: exchangeName, Write: write, Read: read}
 		if _, err := st.Put(rec); err != nil {
 			return err
 		}
-		b.mu.Lock()
-		if cur, ok := u.topicPerms[k]; ok {
-			cur.storeID = rec.ID
-			u.topicPerms[k] = cur
-		}
-		b.mu.Unlock()
+		tp.storeID = rec.ID
 	}
+	b.mu.Lock()
+	if u.topicPerms == nil {
+		u.topicPerms = make(map[topicPermKey]topicPermission)
+	}
+	u.topicPerms[k] = tp
+	b.permGen.Add(1)
+	b.mu.Unlock()
 	return nil
 }
 
@@ -425,18 +466,19 @@ func (b *Broker) ClearTopicPermissions(username, vhostName, exchangeName string)
 	}
 	k := topicPermKey{vhostName, exchangeName}
 	tp, ok := u.topicPerms[k]
+	b.mu.Unlock()
 	if !ok {
-		b.mu.Unlock()
 		return fmt.Errorf("topic permission of %q on %q in %q: %w", username, exchangeName, vhostName, ErrNotFound)
 	}
-	delete(u.topicPerms, k)
-	b.permGen.Add(1)
-	b.mu.Unlock()
 	if st := b.cfg.Store; st != nil && tp.storeID != 0 {
 		if err := st.Delete(store.KindTopicPermission, tp.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
+	b.mu.Lock()
+	delete(u.topicPerms, k)
+	b.permGen.Add(1)
+	b.mu.Unlock()
 	return nil
 }
 

@@ -377,7 +377,7 @@ func (c *conn) teardown(linger bool) {
 		delete(c.channels, id)
 	}
 	for _, qe := range c.exclusive {
-		qe.vhost.deleteQueue(qe, false, false)
+		_, _ = qe.vhost.removeQueue(qe, false, false, true)
 	}
 	c.exclusive = nil
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))

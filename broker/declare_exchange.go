@@ -66,6 +66,9 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.Lock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
@@ -94,11 +97,14 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 			router:     exchange.NewRouter(kind),
 			alternate:  v.alternateFor(m.Exchange, m.Arguments),
 		}
+		v.mu.Unlock()
+		// Stored before it is visible; defMu keeps the name free meanwhile.
+		if err := ch.c.b.saveExchange(v, ex); err != nil {
+			return storeError("exchange", err, cls, mth)
+		}
+		v.mu.Lock()
 		v.exchanges[m.Exchange] = ex
 		v.mu.Unlock()
-		if err := ch.c.b.saveExchange(v, ex); err != nil {
-			return amqp.Errorf(amqp.InternalError, cls, mth, "storing exchange: %v", err)
-		}
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.ExchangeDeclareOk{})
@@ -252,16 +258,27 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
-	v.mu.Lock()
+	v.mu.RLock()
 	ex := v.exchanges[m.Exchange]
 	if ex != nil {
 		if m.IfUnused && ex.router.Len() > 0 {
-			v.mu.Unlock()
+			v.mu.RUnlock()
 			return amqp.Errorf(amqp.PreconditionFailed, cls, mth, "exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
 		}
+		r := v.newRemoval()
+		r.deleteExchange(ex)
+		keys, dels := r.records()
+		v.mu.RUnlock()
+		if err := ch.c.b.storeDefs(nil, dels); err != nil {
+			return storeError("exchange deletion", err, cls, mth)
+		}
+		v.mu.Lock()
 		v.deleteExchangeLocked(ex)
+		v.mu.Unlock()
+		v.dropBindingIDs(keys)
+	} else {
+		v.mu.RUnlock()
 	}
-	v.mu.Unlock()
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.ExchangeDeleteOk{})
 	}
@@ -283,32 +300,26 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
-	v.mu.Lock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
+	v.mu.RLock()
 	s, d := v.exchanges[src], v.exchanges[dest]
 	switch { // RabbitMQ reports the source first
 	case s == nil:
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return notFoundExchange(src, v.name, cls, mth)
 	case d == nil:
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return notFoundExchange(dest, v.name, cls, mth)
 	}
 	if err := validateBindArgs(s, args, cls, mth); err != nil {
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return err
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestExchange, Name: dest}, Key: key, Args: args}
-	durable := s.durable && d.durable
-	if bind {
-		s.router.Bind(b)
-	} else if s.router.Unbind(b) {
-		k := newBindingKey(b, src)
-		ch.c.b.forgetBindings(v, func(x bindingKey) bool { return x == k })
-		v.autoDeleteLocked(s)
-	}
-	v.mu.Unlock()
-	if bind {
-		ch.c.b.saveBinding(v, src, b, durable)
+	if err := v.changeBinding(s, src, b, s.durable && d.durable, bind, cls, mth); err != nil {
+		return err
 	}
 	if !noWait {
 		if bind {

@@ -3,6 +3,8 @@ package broker
 import (
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/queue"
@@ -94,6 +96,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	durable := m.Durable && !m.Exclusive
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
 	v.mu.Lock()
 	qe := v.queues[name]
 	if qe != nil {
@@ -135,12 +140,16 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if m.Exclusive {
 		qe.owner = ch.c
 	}
+	v.mu.Unlock()
+	// Stored before it is visible: a publisher that finds it journals
+	// under its store id. defMu keeps the name free meanwhile.
+	if err := ch.c.b.saveQueue(v, qe); err != nil {
+		return storeError("queue", err, cls, mth)
+	}
+	v.mu.Lock()
 	v.queues[name] = qe
 	v.mu.Unlock()
 	qe.armUnused()
-	if err := ch.c.b.saveQueue(v, qe); err != nil {
-		return amqp.Errorf(amqp.InternalError, cls, mth, "storing queue: %v", err)
-	}
 	if qe.stream != nil {
 		qe.stream.start(ch.c.b)
 	}
@@ -218,44 +227,79 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	}
 	ch.c.b.defMu.Lock()
 	defer ch.c.b.defMu.Unlock()
-	v.mu.Lock()
+	if err := v.goneError(cls, mth); err != nil {
+		return err
+	}
+	v.mu.RLock()
 	ex := v.exchanges[xname]
 	if ex == nil {
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return notFoundExchange(xname, v.name, cls, mth)
 	}
 	qe := v.queues[qname]
 	if qe == nil {
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return notFoundQueue(qname, v.name, cls, mth)
 	}
 	if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return err
 	}
 	if err := validateBindArgs(ex, args, cls, mth); err != nil {
-		v.mu.Unlock()
+		v.mu.RUnlock()
 		return err
 	}
 	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
-	durable := ex.durable && qe.durable
-	ex.partitionKeys.Store(nil)
-	if bind {
-		ex.router.Bind(b)
-	} else if ex.router.Unbind(b) {
-		k := newBindingKey(b, xname)
-		ch.c.b.forgetBindings(v, func(x bindingKey) bool { return x == k })
-		v.autoDeleteLocked(ex)
-	}
-	v.mu.Unlock()
-	if bind {
-		ch.c.b.saveBinding(v, xname, b, durable)
+	if err := v.changeBinding(ex, xname, b, ex.durable && qe.durable, bind, cls, mth); err != nil {
+		return err
 	}
 	if bind && !noWait {
 		ch.c.send(ch.id, &amqp.QueueBindOk{})
 	} else if !bind {
 		ch.c.send(ch.id, &amqp.QueueUnbindOk{})
 	}
+	return nil
+}
+
+// changeBinding binds (bind) or unbinds b from ex, whose name is source:
+// the store first, then memory. Hold b.defMu and v.mu (read), which it
+// releases.
+func (v *vhost) changeBinding(ex *exchangeEntity, source string, b exchange.Binding, durable, bind bool, cls, mth uint16) error {
+	k := newBindingKey(b, source)
+	if bind {
+		exists := ex.router.Has(b)
+		v.mu.RUnlock()
+		if exists {
+			return nil
+		}
+		id, err := v.b.saveBinding(v, k, source, b, durable)
+		if err != nil {
+			return storeError("binding", err, cls, mth)
+		}
+		v.mu.Lock()
+		ex.partitionKeys.Store(nil)
+		ex.router.Bind(b)
+		v.mu.Unlock()
+		v.addBindingID(k, id)
+		return nil
+	}
+	if !ex.router.Has(b) {
+		v.mu.RUnlock()
+		return nil
+	}
+	r := v.newRemoval()
+	r.unbind(ex, k)
+	keys, dels := r.records()
+	v.mu.RUnlock()
+	if err := v.b.storeDefs(nil, dels); err != nil {
+		return storeError("unbinding", err, cls, mth)
+	}
+	v.mu.Lock()
+	ex.partitionKeys.Store(nil)
+	ex.router.Unbind(b)
+	v.autoDeleteLocked(ex)
+	v.mu.Unlock()
+	v.dropBindingIDs(keys)
 	return nil
 }
 
@@ -310,28 +354,69 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 
 // deleteQueue removes qe, its bindings and its consumers (who are told with
 // basic.cancel when their client understands it). It returns the number of
-// ready messages dropped.
+// ready messages dropped. The store records go first, as one batch; if
+// that fails nothing changes and the error is 541.
 func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error) {
+	return v.removeQueue(qe, ifUnused, ifEmpty, false)
+}
+
+// removeQueue is deleteQueue; with mustGo (the exclusive queue of a
+// closed connection), a transient queue goes even if the store fails,
+// leaving the auto-delete exchanges its deletion would have taken (and
+// their records) in place.
+func (v *vhost) removeQueue(qe *queueEntity, ifUnused, ifEmpty, mustGo bool) (int, error) {
 	const cls, mth = amqp.ClassQueue, 40
 	v.b.defMu.Lock()
 	defer v.b.defMu.Unlock()
-	v.mu.Lock()
+	v.mu.RLock()
 	qe.mu.Lock()
-	if qe.deleted || v.queues[qe.name] != qe {
+	var err error
+	switch {
+	case qe.deleted || v.queues[qe.name] != qe:
+	case ifUnused && qe.q.ConsumerCount() > 0:
+		err = amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' in use", qe.name, v.name)
+	case ifEmpty && qe.q.Ready() > 0:
+		err = amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
+	default:
 		qe.mu.Unlock()
+		r := v.newRemoval()
+		r.removeQueue(qe)
+		keys, dels := r.records()
+		v.mu.RUnlock()
+		cascade := true
+		if err := v.b.storeDefs(nil, dels); err != nil {
+			if !mustGo || qe.durable {
+				return 0, storeError("queue deletion", err, cls, mth)
+			}
+			// A transient queue has no records of its own, nor have its
+			// bindings: only the cascade's are left undone.
+			v.b.log.Error("deleting the records of an exclusive queue's auto-delete exchanges",
+				zap.String("queue", qe.name), zap.Error(err))
+			keys, cascade = nil, false
+		}
+		v.mu.Lock()
+		n, conss := v.dropQueueLocked(qe, cascade)
 		v.mu.Unlock()
-		return 0, nil
+		v.dropBindingIDs(keys)
+		if qe.stream != nil {
+			v.b.dropStream(qe)
+		}
+		v.b.dropQueueData(qe)
+		for _, cons := range conss {
+			cons.ch.serverCancel(cons)
+		}
+		return n, nil
 	}
-	if ifUnused && qe.q.ConsumerCount() > 0 {
-		qe.mu.Unlock()
-		v.mu.Unlock()
-		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' in use", qe.name, v.name)
-	}
-	if ifEmpty && qe.q.Ready() > 0 {
-		qe.mu.Unlock()
-		v.mu.Unlock()
-		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
-	}
+	qe.mu.Unlock()
+	v.mu.RUnlock()
+	return 0, err
+}
+
+// dropQueueLocked removes qe, whose records are deleted, from memory with
+// its bindings, and returns its ready messages and its consumers to
+// cancel. Hold b.defMu and v.mu (write).
+func (v *vhost) dropQueueLocked(qe *queueEntity, cascade bool) (int, []*consumer) {
+	qe.mu.Lock()
 	qe.deleted = true
 	qe.stopTimersLocked()
 	v.b.mgmt.retire(qe.stats)
@@ -346,14 +431,6 @@ func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error
 	qe.q.Purge()
 	qe.mu.Unlock()
 	delete(v.queues, qe.name)
-	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name})
-	v.mu.Unlock()
-	if qe.stream != nil {
-		v.b.dropStream(qe)
-	}
-	v.b.forgetQueue(qe)
-	for _, cons := range conss {
-		cons.ch.serverCancel(cons)
-	}
-	return n, nil
+	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name}, cascade)
+	return n, conss
 }

@@ -23,7 +23,11 @@
 // Broker.defMu serialises definition changes (declare, delete, bind,
 // users, vhosts, permissions, policies) so that their synchronous store
 // writes happen in order with no vhost lock held; publishers never take
-// it. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
+// it. A change reads what it needs under vhost.mu (read) or Broker.mu,
+// writes its records as one store batch (one sync) holding defMu alone,
+// and only then changes memory under the write locks (durable.go,
+// topology.go): a failed write changes nothing, and a queue, exchange or
+// binding is visible only once stored. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
 // alarms.mu, replyRegistry.mu and Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
@@ -35,8 +39,7 @@
 // with no lock held. Known exceptions, kept short: a persistent message is
 // handed to the store's journal under its queue's lock (so the journal sees
 // each queue's messages in order; Append only queues the record, but blocks
-// while the journal's backlog is over its cap), and deleting an auto-delete
-// exchange deletes its store record under vhost.mu.
+// while the journal's backlog is over its cap).
 //
 // Stream queues (stream.go) are the exception to "queues have no
 // goroutine": each has one goroutine that hands appended messages to the

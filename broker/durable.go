@@ -20,7 +20,13 @@ import (
 //
 // Definition changes are serialised by Broker.defMu (taken before vhost.mu)
 // so that the synchronous store write happens with no vhost lock held and
-// publishers keep routing meanwhile.
+// publishers keep routing meanwhile. Each change is stored first, as one
+// store batch, and made in memory only once stored: a queue or exchange is
+// visible (and a queue journals under its store id) only once its record
+// is on disk, and a change whose write fails is answered with an error
+// (541) and leaves memory as it was. Nothing but a defMu holder changes the
+// topology, so what the change planned under vhost.mu (read) before its
+// write is still what it applies after.
 
 // bindingKey identifies a binding for its store record.
 type bindingKey struct {
@@ -29,15 +35,16 @@ type bindingKey struct {
 	key, args    string
 }
 
-func encodeArgs(t amqp.Table) []byte {
+// encodeArgs encodes the arguments of a definition for its store record.
+func encodeArgs(t amqp.Table) ([]byte, error) {
 	if len(t) == 0 {
-		return nil
+		return nil, nil
 	}
 	b, err := t.AppendTo(nil)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("encoding arguments: %w", err)
 	}
-	return b
+	return b, nil
 }
 
 func decodeArgs(b []byte) amqp.Table {
@@ -51,13 +58,16 @@ func decodeArgs(b []byte) amqp.Table {
 	return t
 }
 
+// newBindingKey is b's key in vhost.bindingIDs. Arguments that do not
+// encode (refused before such a binding is stored) key as "".
 func newBindingKey(b exchange.Binding, source string) bindingKey {
+	args, _ := encodeArgs(b.Args)
 	return bindingKey{
 		source:   source,
 		dest:     b.Destination.Name,
 		destIsEx: b.Destination.Kind == exchange.DestExchange,
 		key:      b.Key,
-		args:     string(encodeArgs(b.Args)),
+		args:     string(args),
 	}
 }
 
@@ -178,7 +188,9 @@ func (b *Broker) recover() error {
 			_, destOK = v.exchanges[bd.Destination]
 		}
 		if src == nil || !destOK {
-			_ = st.Delete(store.KindBinding, bd.ID)
+			if err := st.Delete(store.KindBinding, bd.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				b.log.Warn("deleting the record of a binding whose ends are gone", zap.Uint64("id", bd.ID), zap.Error(err))
+			}
 			continue
 		}
 		bn := exchange.Binding{Destination: exchange.Destination{Kind: kind, Name: bd.Destination}, Key: bd.RoutingKey, Args: decodeArgs(bd.Args)}
@@ -251,96 +263,119 @@ func (b *Broker) seedDefaults() error {
 	return nil
 }
 
-// saveExchange records a durable exchange.
+// storeDefs writes a definition change, puts and deletions, as one store
+// batch (one sync). Hold b.defMu and no vhost or queue lock: the change is
+// made in memory only once it is stored, so a failed write changes nothing.
+func (b *Broker) storeDefs(puts []any, dels []store.DefRef) error {
+	if st := b.cfg.Store; st != nil && (len(puts) > 0 || len(dels) > 0) {
+		return st.Update(puts, dels)
+	}
+	return nil
+}
+
+// storeError is the channel-method error for a change that was not stored.
+func storeError(what string, err error, cls, mth uint16) error {
+	return amqp.Errorf(amqp.InternalError, cls, mth, "storing %s: %v", what, err)
+}
+
+// saveExchange records ex, a new durable exchange, and sets its storeID.
+// Call it before ex is visible, with b.defMu held.
 func (b *Broker) saveExchange(v *vhost, ex *exchangeEntity) error {
 	st := b.cfg.Store
 	if st == nil || !ex.durable {
 		return nil
 	}
+	args, err := encodeArgs(ex.args)
+	if err != nil {
+		return err
+	}
 	rec := &store.Exchange{VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: true,
-		AutoDelete: ex.autoDelete, Internal: ex.internal, Args: encodeArgs(ex.args)}
-	_, err := st.Put(rec)
+		AutoDelete: ex.autoDelete, Internal: ex.internal, Args: args}
+	if _, err := st.Put(rec); err != nil {
+		return err
+	}
 	ex.storeID = rec.ID
-	return err
+	return nil
 }
 
-// saveQueue records a durable queue.
+// saveQueue records qe, a new durable queue, and sets its storeID. Call it
+// before qe is visible (its journal records are keyed by the id), with
+// b.defMu held.
 func (b *Broker) saveQueue(v *vhost, qe *queueEntity) error {
 	st := b.cfg.Store
 	if st == nil || !qe.durable {
 		return nil
 	}
-	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
-		AutoDelete: qe.autoDelete, Args: encodeArgs(qe.args), Type: qe.typeName()}
-	_, err := st.Put(rec)
-	qe.storeID = rec.ID
-	return err
-}
-
-// forgetExchange deletes the record of ex, if it has one.
-func (b *Broker) forgetExchange(ex *exchangeEntity) {
-	if st := b.cfg.Store; st != nil && ex.storeID != 0 {
-		if err := st.Delete(store.KindExchange, ex.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			b.log.Error("deleting exchange record", zap.String("exchange", ex.name), zap.Error(err))
-		}
+	args, err := encodeArgs(qe.args)
+	if err != nil {
+		return err
 	}
+	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
+		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName()}
+	if _, err := st.Put(rec); err != nil {
+		return err
+	}
+	qe.storeID = rec.ID
+	return nil
 }
 
-// forgetQueue deletes the record and the messages of qe, which is
-// deleted.
-func (b *Broker) forgetQueue(qe *queueEntity) {
-	if b.cfg.Store != nil && qe.storeID != 0 {
-		if err := b.dropQueueRecord(qe.storeID); err != nil {
-			b.log.Error("deleting queue record", zap.String("queue", qe.name), zap.Error(err))
+// dropQueueData deletes the journaled and spilled messages of qe, whose
+// record is deleted. No lock held.
+func (b *Broker) dropQueueData(qe *queueEntity) {
+	st := b.cfg.Store
+	if st == nil {
+		return
+	}
+	if qe.storeID != 0 {
+		if err := st.RemoveQueue(qe.storeID); err != nil {
+			b.log.Error("deleting queue messages", zap.String("queue", qe.name), zap.Error(err))
 		}
 	}
 	qe.mu.Lock()
 	pageID := qe.pageID
 	qe.mu.Unlock()
-	if b.cfg.Store != nil && pageID != 0 {
-		if err := b.cfg.Store.RemoveSpilled(pageID); err != nil {
+	if pageID != 0 {
+		if err := st.RemoveSpilled(pageID); err != nil {
 			b.log.Error("deleting spilled messages", zap.String("queue", qe.name), zap.Error(err))
 		}
 	}
 }
 
-// saveBinding records a binding between durable ends.
-func (b *Broker) saveBinding(v *vhost, source string, bn exchange.Binding, durable bool) {
+// saveBinding records bn, a new binding from source between durable ends,
+// unless it has a record already, and returns its record's id (0 = none).
+// Call it before bn is bound, with b.defMu held; addBindingID then keeps
+// the id.
+func (b *Broker) saveBinding(v *vhost, k bindingKey, source string, bn exchange.Binding, durable bool) (uint64, error) {
 	st := b.cfg.Store
 	if st == nil || !durable {
-		return
+		return 0, nil
 	}
-	k := newBindingKey(bn, source)
 	v.bindMu.Lock()
-	defer v.bindMu.Unlock()
-	if _, ok := v.bindingIDs[k]; ok {
-		return
+	_, ok := v.bindingIDs[k]
+	v.bindMu.Unlock()
+	if ok {
+		return 0, nil
+	}
+	args, err := encodeArgs(bn.Args)
+	if err != nil {
+		return 0, err
 	}
 	rec := &store.Binding{VHost: v.name, Source: source, Destination: bn.Destination.Name,
-		DestinationIsExchange: bn.Destination.Kind == exchange.DestExchange, RoutingKey: bn.Key, Args: encodeArgs(bn.Args)}
+		DestinationIsExchange: bn.Destination.Kind == exchange.DestExchange, RoutingKey: bn.Key, Args: args}
 	if _, err := st.Put(rec); err != nil {
-		b.log.Error("saving binding", zap.Error(err))
-		return
+		return 0, err
 	}
-	v.bindingIDs[k] = rec.ID
+	return rec.ID, nil
 }
 
-// forgetBindings deletes the records of the bindings match selects.
-func (b *Broker) forgetBindings(v *vhost, match func(bindingKey) bool) {
-	st := b.cfg.Store
-	if st == nil {
+// addBindingID keeps the record id of the binding k (none when id is 0).
+func (v *vhost) addBindingID(k bindingKey, id uint64) {
+	if id == 0 {
 		return
 	}
 	v.bindMu.Lock()
-	defer v.bindMu.Unlock()
-	for k, id := range v.bindingIDs {
-		if match(k) {
-			if err := st.Delete(store.KindBinding, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-				b.log.Error("deleting binding record", zap.Error(err))
-			}
-			delete(v.bindingIDs, k)
-		}
-	}
+	v.bindingIDs[k] = id
+	v.bindMu.Unlock()
 }
 
 // journal writes a persistent message bound for a durable queue; done

@@ -325,6 +325,12 @@ func (qe *queueEntity) checkUnused() {
 	qe.mu.Unlock()
 	if _, err := qe.vhost.deleteQueue(qe, false, false); err != nil {
 		qe.vhost.b.log.Warn("expiring queue: " + err.Error())
+		// Not deleted (its records could not be): try again later.
+		qe.mu.Lock()
+		if !qe.deleted && qe.fx.unused != nil {
+			qe.fx.unused.Reset(time.Second)
+		}
+		qe.mu.Unlock()
 	}
 }
 

@@ -82,7 +82,6 @@ func (b *Broker) DeleteGlobalParameter(name string) (bool, error) {
 	defer b.defMu.Unlock()
 	b.mu.Lock()
 	g := b.globals[name]
-	delete(b.globals, name)
 	b.mu.Unlock()
 	if g == nil {
 		return false, nil
@@ -92,6 +91,9 @@ func (b *Broker) DeleteGlobalParameter(name string) (bool, error) {
 			return true, err
 		}
 	}
+	b.mu.Lock()
+	delete(b.globals, name)
+	b.mu.Unlock()
 	return true, nil
 }
 

@@ -155,16 +155,21 @@ func (b *Broker) SetPolicy(vhostName, name, pattern, applyTo string, priority in
 	p := &policy{name: name, pattern: pattern, applyTo: applyTo, re: re, priority: priority, def: def, operator: operator}
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
-	v.mu.Lock()
-	set := v.policies.of(operator)
-	if old := set[name]; old != nil {
+	if b.vhost(vhostName) != v {
+		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	v.mu.RLock()
+	if old := v.policies.get(name, operator); old != nil {
 		p.storeID = old.storeID
 	}
-	set[name] = p
-	v.mu.Unlock()
+	v.mu.RUnlock()
+	// Stored before it takes effect.
 	if err := b.savePolicy(v, p); err != nil {
 		return err
 	}
+	v.mu.Lock()
+	v.policies.of(operator)[name] = p
+	v.mu.Unlock()
 	v.applyPolicies()
 	return nil
 }
@@ -178,11 +183,9 @@ func (b *Broker) ClearPolicy(vhostName, name string, operator bool) error {
 	}
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
-	v.mu.Lock()
-	set := v.policies.of(operator)
-	p := set[name]
-	delete(set, name)
-	v.mu.Unlock()
+	v.mu.RLock()
+	p := v.policies.get(name, operator)
+	v.mu.RUnlock()
 	if p == nil {
 		return fmt.Errorf("policy %q in vhost %q: %w", name, vhostName, ErrNotFound)
 	}
@@ -191,6 +194,9 @@ func (b *Broker) ClearPolicy(vhostName, name string, operator bool) error {
 			return fmt.Errorf("broker: deleting policy: %w", err)
 		}
 	}
+	v.mu.Lock()
+	delete(v.policies.of(operator), name)
+	v.mu.Unlock()
 	v.applyPolicies()
 	return nil
 }
@@ -229,6 +235,15 @@ func (b *Broker) Policies(vhostName string) ([]PolicyInfo, error) {
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// get returns the policy (operator policy when operator) name, or nil. It
+// only reads (v.mu read suffices).
+func (s *policySet) get(name string, operator bool) *policy {
+	if operator {
+		return s.operator[name]
+	}
+	return s.user[name]
 }
 
 func (s *policySet) of(operator bool) map[string]*policy {

@@ -14,6 +14,9 @@ type vhost struct {
 	name    string
 	b       *Broker
 	storeID uint64
+	// deleted is set once DeleteVHost has removed the vhost (Broker.defMu):
+	// its connections, until they close, can define nothing in it.
+	deleted bool
 
 	// bindMu guards bindingIDs, the store records of durable bindings.
 	// It is taken after mu when both are needed.
@@ -87,6 +90,15 @@ type queueEntity struct {
 	quorum bool
 	// stream is set for a stream queue (stream.go); q is then unused.
 	stream *streamState
+}
+
+// goneError refuses a definition change in a deleted vhost, as the
+// connection is being closed for. Hold b.defMu.
+func (v *vhost) goneError(cls, mth uint16) error {
+	if v.deleted {
+		return amqp.Errorf(amqp.ConnectionForced, cls, mth, "vhost '%s' is deleted", v.name)
+	}
+	return nil
 }
 
 func newVHost(b *Broker, name string) *vhost {
@@ -188,15 +200,17 @@ func containsQ(s []*queueEntity, q *queueEntity) bool {
 	return false
 }
 
-// removeDestinationLocked drops every binding to d and then every
-// auto-delete exchange left without bindings. Hold v.mu (write).
-func (v *vhost) removeDestinationLocked(d exchange.Destination) {
-	isEx := d.Kind == exchange.DestExchange
-	v.b.forgetBindings(v, func(k bindingKey) bool { return k.destIsEx == isEx && k.dest == d.Name })
+// removeDestinationLocked drops every binding to d and then, with cascade,
+// every auto-delete exchange left without bindings. It changes memory
+// only: the caller deleted the store records first (removal). Hold v.mu
+// (write).
+func (v *vhost) removeDestinationLocked(d exchange.Destination, cascade bool) {
 	for _, e := range v.exchanges {
 		if e.router.RemoveDestination(d) > 0 {
 			e.partitionKeys.Store(nil)
-			v.autoDeleteLocked(e)
+			if cascade {
+				v.autoDeleteLocked(e)
+			}
 		}
 	}
 }
@@ -210,10 +224,9 @@ func (v *vhost) autoDeleteLocked(e *exchangeEntity) {
 	v.deleteExchangeLocked(e)
 }
 
-// deleteExchangeLocked removes e and every binding from or to it.
+// deleteExchangeLocked removes e and every binding from or to it, in
+// memory (see removeDestinationLocked). Hold v.mu (write).
 func (v *vhost) deleteExchangeLocked(e *exchangeEntity) {
 	delete(v.exchanges, e.name)
-	v.b.forgetExchange(e)
-	v.b.forgetBindings(v, func(k bindingKey) bool { return k.source == e.name })
-	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name})
+	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name}, true)
 }

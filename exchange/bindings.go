@@ -53,18 +53,25 @@ func (s *bindingSet) add(b Binding) (*bindingEntry, bool) {
 	return e, true
 }
 
-// remove deletes the binding identical to b and returns its entry, or nil if there is none.
-func (s *bindingSet) remove(b Binding) *bindingEntry {
-	id := bindingID{b.Destination, b.Key}
-	for _, e := range s.byID[id] {
+// find returns the entry of the binding identical to b, or nil if there is none.
+func (s *bindingSet) find(b Binding) *bindingEntry {
+	for _, e := range s.byID[bindingID{b.Destination, b.Key}] {
 		if argsEqual(e.b.Args, b.Args) {
-			s.unlinkID(e)
-			deleteEntry(s.byDest, e.b.Destination, e)
-			s.n--
 			return e
 		}
 	}
 	return nil
+}
+
+// remove deletes the binding identical to b and returns its entry, or nil if there is none.
+func (s *bindingSet) remove(b Binding) *bindingEntry {
+	e := s.find(b)
+	if e != nil {
+		s.unlinkID(e)
+		deleteEntry(s.byDest, e.b.Destination, e)
+		s.n--
+	}
+	return e
 }
 
 // removeDestination deletes every binding to d and returns their entries.

@@ -30,7 +30,7 @@ type Binding struct {
 // Router holds the bindings of one exchange and routes by its type.
 //
 // Bind, Unbind and RemoveDestination mutate; the caller serialises them and must not run them
-// concurrently with anything else. Route, Bindings and Len only read and may run concurrently
+// concurrently with anything else. Route, Has, Bindings and Len only read and may run concurrently
 // with each other.
 type Router interface {
 	// Bind adds b and reports whether it was new. Binding the same destination with the same
@@ -41,6 +41,9 @@ type Router interface {
 	// Unbind removes the binding with b's destination, key and equal arguments (nil and empty
 	// tables are equal) and reports whether there was one.
 	Unbind(b Binding) (removed bool)
+
+	// Has reports whether Unbind(b) would remove a binding. It only reads.
+	Has(b Binding) bool
 
 	// Route appends to out the destinations that a message with routing key key and headers
 	// headers (the basic properties' header table, may be nil) reaches, and returns the
@@ -113,6 +116,8 @@ func (r *router) Unbind(b Binding) bool {
 	r.idx.remove(e)
 	return true
 }
+
+func (r *router) Has(b Binding) bool { return r.set.find(b) != nil }
 
 func (r *router) Route(key string, headers amqp.Table, out []Destination) []Destination {
 	return r.idx.route(key, headers, out)

@@ -77,8 +77,14 @@ func TestBindIdempotent(t *testing.T) {
 			if r.Len() != 5 {
 				t.Fatalf("Len = %d; want 5", r.Len())
 			}
+			if !r.Has(Binding{Destination: q("q1"), Key: "a.b", Args: amqp.Table{"h": "v", "x-match": "any"}}) {
+				t.Fatal("Has = false")
+			}
 			if !r.Unbind(Binding{Destination: q("q1"), Key: "a.b", Args: amqp.Table{"h": "v", "x-match": "any"}}) {
 				t.Fatal("Unbind = false")
+			}
+			if r.Has(b) {
+				t.Fatal("Has after Unbind = true")
 			}
 			if r.Unbind(b) {
 				t.Fatal("second Unbind = true")

@@ -298,6 +298,28 @@ func decodePolicy(id uint64, d *decoder) Policy {
 		Priority: int(d.varint()), Definition: d.bytes(), Operator: d.bool()}
 }
 
+// DefRef names a stored definition, for Update.
+type DefRef struct {
+	Kind Kind
+	ID   uint64
+}
+
+// SetDefinitionHook installs h, which every definition write (Put, Delete, Update)
+// calls first, with no lock of the store held: if h returns an error, the write fails
+// with it and nothing is written. h may block, to hold a write back. It is for tests
+// that inject store faults; nil removes it.
+func (s *Store) SetDefinitionHook(h func() error) {
+	if h == nil {
+		s.defHook.Store(nil)
+		return
+	}
+	s.defHook.Store(&h)
+}
+
+// DefinitionWrites returns how many definition writes (Put, Delete, Update; each one
+// transaction and one sync) have been made, failed ones included.
+func (s *Store) DefinitionWrites() int64 { return s.defWrites.Load() }
+
 // Put stores def, one of *VHost, *User, *Permission, *TopicPermission, *GlobalParameter, *Exchange,
 // *Queue, *Binding or *Policy. An ID of 0 creates a record under a new id, which is set in def and returned;
 // any other ID overwrites that record. Put returns once the record is on disk (fsynced
@@ -307,35 +329,10 @@ func (s *Store) Put(def any) (uint64, error) {
 	if !ok || reflect.ValueOf(d).IsNil() {
 		return 0, fmt.Errorf("%w: %T", ErrUnknownKind, def)
 	}
-	kind := d.kind()
-	rec := sealRecord(d.appendTo(beginRecord(make([]byte, 0, 128))))
-
-	s.lifeMu.RLock()
-	defer s.lifeMu.RUnlock()
-	if s.closed {
-		return 0, ErrClosed
+	if err := s.update([]definition{d}, nil, false); err != nil {
+		return 0, err
 	}
-	s.defMu.Lock()
-	defer s.defMu.Unlock()
-	id := d.id()
-	if id == 0 {
-		id = s.lastID[kind] + 1
-	}
-	err := s.db.Update(func(txn *badger.Txn) error {
-		if id > s.lastID[kind] {
-			c := sealRecord(binary.AppendUvarint(beginRecord(nil), id))
-			if err := txn.Set(counterKey(kind), c); err != nil {
-				return err
-			}
-		}
-		return txn.Set(defKey(kind, id), rec)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: put %s %d: %w", kind, id, err)
-	}
-	s.lastID[kind] = max(s.lastID[kind], id)
-	d.setID(id)
-	return id, nil
+	return d.id(), nil
 }
 
 // Delete removes the definition of kind with id, durably. It returns ErrNotFound if there
@@ -344,6 +341,50 @@ func (s *Store) Delete(kind Kind, id uint64) error {
 	if !kind.valid() {
 		return fmt.Errorf("%w: %s", ErrUnknownKind, kind)
 	}
+	return s.update(nil, []DefRef{{kind, id}}, true)
+}
+
+// Update stores puts (each as Put would: an ID of 0 gets a new id, set in the
+// definition once Update succeeds) and deletes the definitions dels names, in one
+// transaction with one sync: all of it is on disk when Update returns nil, and none of
+// it when it returns an error. Deleting a definition that is not there is not an
+// error. (Only a batch too big for one Badger transaction, thousands of records, is
+// split; a failure can then leave its first part written.)
+func (s *Store) Update(puts []any, dels []DefRef) error {
+	defs := make([]definition, len(puts))
+	for i, p := range puts {
+		d, ok := p.(definition)
+		if !ok || reflect.ValueOf(d).IsNil() {
+			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
+		}
+		defs[i] = d
+	}
+	for _, r := range dels {
+		if !r.Kind.valid() {
+			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
+		}
+	}
+	if len(defs) == 0 && len(dels) == 0 {
+		return nil
+	}
+	return s.update(defs, dels, false)
+}
+
+// update is Put, Delete and Update: one transaction (split only when Badger says it is
+// too big), one sync. With mustExist, a delete of a missing record fails with
+// ErrNotFound.
+func (s *Store) update(puts []definition, dels []DefRef, mustExist bool) error {
+	s.defWrites.Add(1)
+	if h := s.defHook.Load(); h != nil {
+		if err := (*h)(); err != nil {
+			return fmt.Errorf("store: definitions: %w", err)
+		}
+	}
+	recs := make([][]byte, len(puts))
+	for i, d := range puts {
+		recs[i] = sealRecord(d.appendTo(beginRecord(make([]byte, 0, 128))))
+	}
+
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed {
@@ -351,18 +392,80 @@ func (s *Store) Delete(kind Kind, id uint64) error {
 	}
 	s.defMu.Lock()
 	defer s.defMu.Unlock()
-	key := defKey(kind, id)
-	err := s.db.Update(func(txn *badger.Txn) error {
-		if _, err := txn.Get(key); err != nil {
-			if errors.Is(err, badger.ErrKeyNotFound) {
-				return ErrNotFound
-			}
-			return err
+	last := s.lastID
+	ids := make([]uint64, len(puts))
+	for i, d := range puts {
+		ids[i] = d.id()
+		if ids[i] == 0 {
+			last[d.kind()]++
+			ids[i] = last[d.kind()]
+		} else {
+			last[d.kind()] = max(last[d.kind()], ids[i])
 		}
-		return txn.Delete(key)
-	})
-	if err != nil {
-		return fmt.Errorf("store: delete %s %d: %w", kind, id, err)
+	}
+	// Ids are burned even if the write fails: part of a split batch may be on disk.
+	defer func() { s.lastID = last }()
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	// set and del fill txn and, when Badger says it is full, commit it and go on in
+	// a new one.
+	write := func(f func(*badger.Txn) error) error {
+		err := f(txn)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err := txn.Commit(); err != nil {
+				return err
+			}
+			txn = s.db.NewTransaction(true)
+			err = f(txn)
+		}
+		return err
+	}
+	what := func() string {
+		if len(puts) == 1 && len(dels) == 0 {
+			return fmt.Sprintf("put %s %d", puts[0].kind(), ids[0])
+		}
+		if len(puts) == 0 && len(dels) == 1 {
+			return fmt.Sprintf("delete %s %d", dels[0].Kind, dels[0].ID)
+		}
+		return fmt.Sprintf("update of %d puts and %d deletes", len(puts), len(dels))
+	}
+	for k := KindVHost; k < kindEnd; k++ {
+		if last[k] == s.lastID[k] {
+			continue
+		}
+		c := sealRecord(binary.AppendUvarint(beginRecord(nil), last[k]))
+		if err := write(func(txn *badger.Txn) error { return txn.Set(counterKey(k), c) }); err != nil {
+			return fmt.Errorf("store: %s: %w", what(), err)
+		}
+	}
+	for i, d := range puts {
+		key := defKey(d.kind(), ids[i])
+		if err := write(func(txn *badger.Txn) error { return txn.Set(key, recs[i]) }); err != nil {
+			return fmt.Errorf("store: %s: %w", what(), err)
+		}
+	}
+	for _, r := range dels {
+		key := defKey(r.Kind, r.ID)
+		err := write(func(txn *badger.Txn) error {
+			if mustExist {
+				if _, err := txn.Get(key); err != nil {
+					if errors.Is(err, badger.ErrKeyNotFound) {
+						return ErrNotFound
+					}
+					return err
+				}
+			}
+			return txn.Delete(key)
+		})
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what(), err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: %s: %w", what(), err)
+	}
+	for i, d := range puts {
+		d.setID(ids[i])
 	}
 	return nil
 }

@@ -242,3 +242,55 @@ func TestDecodeTruncated(t *testing.T) {
 		t.Fatalf("trailing byte: %v", err)
 	}
 }
+
+// TestDefinitionsUpdate: Update writes its puts and deletes together, as one
+// write; a failed write (the definition hook's fault) leaves the store as it
+// was and assigns no ids.
+func TestDefinitionsUpdate(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	q := &Queue{VHost: "/", Name: "q", Durable: true}
+	b1 := &Binding{VHost: "/", Source: "x", Destination: "q", RoutingKey: "a"}
+	if err := s.Update([]any{q, b1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if q.ID == 0 || b1.ID == 0 {
+		t.Fatalf("ids not set: queue %d binding %d", q.ID, b1.ID)
+	}
+	writes := s.DefinitionWrites()
+	b2 := &Binding{VHost: "/", Source: "x", Destination: "q", RoutingKey: "b"}
+	if err := s.Update([]any{b2}, []DefRef{{KindQueue, q.ID}, {KindBinding, b1.ID}, {KindBinding, 999}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.DefinitionWrites() - writes; got != 1 {
+		t.Fatalf("Update made %d writes, want 1", got)
+	}
+
+	fault := errors.New("injected")
+	s.SetDefinitionHook(func() error { return fault })
+	x := &Exchange{VHost: "/", Name: "x", Type: "direct", Durable: true}
+	if err := s.Update([]any{x}, []DefRef{{KindBinding, b2.ID}}); !errors.Is(err, fault) {
+		t.Fatalf("Update with a fault: %v", err)
+	}
+	if _, err := s.Put(&Exchange{VHost: "/", Name: "y"}); !errors.Is(err, fault) {
+		t.Fatalf("Put with a fault: %v", err)
+	}
+	if err := s.Delete(KindBinding, b2.ID); !errors.Is(err, fault) {
+		t.Fatalf("Delete with a fault: %v", err)
+	}
+	if x.ID != 0 {
+		t.Fatalf("failed Update set id %d", x.ID)
+	}
+	s.SetDefinitionHook(nil)
+	mustClose(t, s)
+
+	s = openTest(t, dir)
+	defer mustClose(t, s)
+	d, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Queues) != 0 || len(d.Exchanges) != 0 || len(d.Bindings) != 1 || d.Bindings[0].RoutingKey != "b" {
+		t.Fatalf("after updates: queues %v exchanges %v bindings %v", d.Queues, d.Exchanges, d.Bindings)
+	}
+}

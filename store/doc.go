@@ -33,7 +33,9 @@
 // redelivers the message, which AMQP allows). The bytes of appends submitted but not yet
 // completed are capped (64 MiB); past it Append blocks: the journal's backpressure.
 //
-// Definitions are written synchronously by the caller, one small transaction each.
+// Definitions are written synchronously by the caller, one small transaction (one
+// sync) per Put, Delete or Update; Update writes all the records of one change
+// together, all or nothing.
 //
 // # Keys
 //

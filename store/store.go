@@ -75,6 +75,9 @@ type Store struct {
 	// defMu serializes definition writes so id assignment and the counters agree.
 	defMu  sync.Mutex
 	lastID [kindEnd]uint64
+	// defHook is SetDefinitionHook's hook; defWrites counts definition writes.
+	defHook   atomic.Pointer[func() error]
+	defWrites atomic.Int64
 
 	// mu guards the journal's submission side; cond (on mu) is signalled when the
 	// backlog shrinks or the store stops.
