@@ -34,6 +34,7 @@ func startWithStore(t *testing.T, dir string) (*brokertest.Server, *store.Store,
 		}
 		stopped = true
 		st.SetDefinitionHook(nil)
+		st.SetJournalFault(nil)
 		_ = s.Close()
 		if err := st.Close(); err != nil {
 			t.Errorf("closing store: %v", err)

@@ -9,32 +9,7 @@ import (
 	"testing"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
-
-	"github.com/warrenmq/warren/broker"
-	"github.com/warrenmq/warren/broker/brokertest"
-	"github.com/warrenmq/warren/store"
 )
-
-// startWithStore is startOn that also returns the store, for its fault hook.
-func startWithStore(t *testing.T, dir string) (*brokertest.Server, *store.Store, func()) {
-	t.Helper()
-	st, err := store.Open(store.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := brokertest.Start(t, &broker.Config{Store: st})
-	stopped := false
-	return s, st, func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = s.Close()
-		if err := st.Close(); err != nil {
-			t.Errorf("closing store: %v", err)
-		}
-	}
-}
 
 // publishOneConfirmed publishes body to q and returns whether it was acked.
 func publishOneConfirmed(t *testing.T, ch *amqp091.Channel, q, body string) bool {
