@@ -314,3 +314,43 @@ func TestRoutingDedup(t *testing.T) {
 		}
 	}
 }
+
+// TestFanoutFollowsBindingChanges: a fanout exchange's resolved
+// destinations (cached between publishes) follow every change of its
+// bindings and of the queues and exchanges they name.
+func TestFanoutFollowsBindingChanges(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	declareX(t, ch, "ff", "fanout")
+	declareX(t, ch, "ff-down", "fanout")
+	declareQ(t, ch, "ff-1", nil)
+	declareQ(t, ch, "ff-2", nil)
+	declareQ(t, ch, "ff-3", nil)
+	bindQ(t, ch, "ff-1", "", "ff", nil)
+	bindQ(t, ch, "ff-2", "", "ff", nil)
+	bindQ(t, ch, "ff-3", "", "ff-down", nil)
+	mustOK(t, ch.ExchangeBind("ff-down", "", "ff", false, nil))
+	step := func(body string, want map[string]bool) {
+		t.Helper()
+		pubText(t, ch, "ff", "", body)
+		for _, q := range []string{"ff-1", "ff-2", "ff-3"} {
+			got := drain(t, ch, q)
+			if want[q] != (len(got) == 1 && got[0] == body) || len(got) > 1 {
+				t.Fatalf("after %s: %s has %v", body, q, got)
+			}
+		}
+	}
+	step("all", map[string]bool{"ff-1": true, "ff-2": true, "ff-3": true})
+	mustOK(t, ch.QueueUnbind("ff-2", "", "ff", nil))
+	step("unbound", map[string]bool{"ff-1": true, "ff-3": true})
+	if _, err := ch.QueueDelete("ff-1", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	declareQ(t, ch, "ff-1", nil) // the same name, not bound
+	step("deleted", map[string]bool{"ff-3": true})
+	mustOK(t, ch.ExchangeDelete("ff-down", false, false))
+	step("exchange deleted", nil)
+	bindQ(t, ch, "ff-1", "", "ff", nil)
+	bindQ(t, ch, "ff-2", "", "ff", nil)
+	step("bound again", map[string]bool{"ff-1": true, "ff-2": true})
+}

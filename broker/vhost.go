@@ -46,6 +46,55 @@ type exchangeEntity struct {
 	// partitionKeys caches the partition binding keys of a super stream
 	// that routes by hash (stream_super.go); bind and unbind clear it.
 	partitionKeys atomic.Pointer[[]string]
+	// fanout caches the destinations of a fanout exchange resolved to
+	// entities, for the router version it was made at (routeLocked).
+	fanout atomic.Pointer[fanoutTargets]
+}
+
+// fanoutTargets is what a fanout exchange routes every message to: its
+// bound queues and exchanges, as of router version version. complete is
+// false when a destination could not be resolved: then nothing is cached.
+type fanoutTargets struct {
+	version  uint64
+	complete bool
+	queues   []*queueEntity
+	exs      []*exchangeEntity
+}
+
+// fanoutTargetsLocked returns the resolved destinations of fanout exchange
+// e, or nil when they cannot be cached. They are resolved again after a
+// change of e's bindings; a queue or exchange that is deleted loses its
+// bindings, so nothing stale stays. Several routers may resolve at once:
+// they find the same. Hold v.mu (read).
+func (v *vhost) fanoutTargetsLocked(e *exchangeEntity) *fanoutTargets {
+	ver := e.router.Version()
+	if ft := e.fanout.Load(); ft != nil && ft.version == ver {
+		if !ft.complete {
+			return nil
+		}
+		return ft
+	}
+	ft := &fanoutTargets{version: ver, complete: true}
+	for _, d := range e.router.Route("", nil, nil) {
+		switch d.Kind {
+		case exchange.DestQueue:
+			q := v.queues[d.Name]
+			ft.queues = append(ft.queues, q)
+			ft.complete = ft.complete && q != nil
+		case exchange.DestExchange:
+			x := v.exchanges[d.Name]
+			ft.exs = append(ft.exs, x)
+			ft.complete = ft.complete && x != nil
+		}
+	}
+	if !ft.complete {
+		ft.queues, ft.exs = nil, nil
+	}
+	e.fanout.Store(ft)
+	if !ft.complete {
+		return nil
+	}
+	return ft
 }
 
 // queueEntity is a declared queue and the lock that serialises its state.
@@ -152,19 +201,38 @@ func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.
 			hdrs = headers()
 			hdrsDone = true
 		}
+		n := len(out)
+		if e.kind == exchange.Fanout {
+			if ft := v.fanoutTargetsLocked(e); ft != nil {
+				if check {
+					for _, q := range ft.queues {
+						if !rs.seenQueue(out, q) {
+							out = append(out, q)
+						}
+					}
+				} else {
+					out = append(out, ft.queues...)
+				}
+				for _, x := range ft.exs {
+					if !rs.visited(x) {
+						stack = append(stack, x)
+					}
+				}
+				if len(ft.queues) == 0 && len(ft.exs) == 0 {
+					stack = v.alternateLocked(e, rs, stack)
+				}
+				check = check || len(out) > n
+				continue
+			}
+		}
 		rk := key
 		if len(e.args) > 0 {
 			rk = superStreamKey(e, key)
 		}
 		ds := e.router.Route(rk, hdrs, rs.dests[:0])
-		if len(ds) == 0 && e.alternate != "" {
-			// An exchange that routes nowhere hands the message to its
-			// alternate exchange (rabbit_exchange:process_alternate).
-			if x := v.exchanges[e.alternate]; x != nil && !rs.visited(x) {
-				stack = append(stack, x)
-			}
+		if len(ds) == 0 {
+			stack = v.alternateLocked(e, rs, stack)
 		}
-		n := len(out)
 		for i := range ds {
 			d := &ds[i]
 			switch d.Kind {
@@ -183,6 +251,17 @@ func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.
 	}
 	rs.stack = stack[:0]
 	return out
+}
+
+// alternateLocked pushes the alternate exchange of e, which routed a
+// message nowhere, onto stack (rabbit_exchange:process_alternate).
+func (v *vhost) alternateLocked(e *exchangeEntity, rs *routeScratch, stack []*exchangeEntity) []*exchangeEntity {
+	if e.alternate != "" {
+		if x := v.exchanges[e.alternate]; x != nil && !rs.visited(x) {
+			stack = append(stack, x)
+		}
+	}
+	return stack
 }
 
 // routeScratch is routeLocked's working memory, kept between routings so
