@@ -236,7 +236,12 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 				journaled = ch.c.b.journal(qe, seq, msg, 0, nil)
 			}
 			qe.pageOutLocked(seq, msg, journaled)
-			qe.dispatchLocked()
+			if qe.q.ConsumerCount() > 0 {
+				// With no consumer there is nothing to dispatch, and no
+				// head to page in for one (fanouts to thousands of
+				// queues: each call costs cache misses).
+				qe.dispatchLocked()
+			}
 			routed = true
 			if throttle == nil && qe.q.Ready() > flowHigh && qe.q.ConsumerCount() > 0 {
 				throttle = qe.drainedLocked()
