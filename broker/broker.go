@@ -83,6 +83,13 @@ type Config struct {
 	// before its consumer is cancelled (default 30 min; negative
 	// disables); a queue's x-consumer-timeout overrides it.
 	ConsumerTimeout time.Duration
+	// TxMaxMessages and TxMaxBytes bound what one channel's transaction
+	// holds in memory until tx.commit: its publishes, and their header and
+	// body bytes (defaults 100,000 and 256 MiB; TxMaxBytes is never below
+	// MaxMessageSize). The publish that would exceed either closes the
+	// channel with 406 PRECONDITION_FAILED and drops the transaction.
+	TxMaxMessages int
+	TxMaxBytes    int64
 	// MaxTableDepth bounds the nesting of the field tables and arrays a
 	// client sends, in method arguments and in the headers property as
 	// the broker decodes it (the outermost table is depth 1); deeper
@@ -166,6 +173,13 @@ func (c *Config) setDefaults() {
 	if c.MaxTableDepth == 0 {
 		c.MaxTableDepth = amqp.MaxTableDepth
 	}
+	if c.TxMaxMessages <= 0 {
+		c.TxMaxMessages = 100_000
+	}
+	if c.TxMaxBytes <= 0 {
+		c.TxMaxBytes = 256 << 20
+	}
+	c.TxMaxBytes = max(c.TxMaxBytes, int64(min(c.MaxMessageSize, 1<<62)))
 }
 
 // ErrClosed is returned by Serve after Close.

@@ -46,11 +46,18 @@ type channel struct {
 
 	tx     bool
 	txPubs []txPublish
+	// txBytes is the header and body bytes of txPubs, which
+	// Config.TxMaxBytes bounds.
+	txBytes int64
 	// txStreams is, per stream a committing transaction appended to, the
 	// end of what it appended (stream.go; reader goroutine).
 	txStreams map[*streamState]uint64
 	txAcks    []txAck
 	targets   []*queueEntity
+	// routing is the reader's scratch for routing (vhost.routeLocked).
+	routing routeScratch
+	// ackBuf is the reader's buffer of settled deliveries (consume.go).
+	ackBuf []pending
 	// lastQueue is the queue last declared on the channel, used when a
 	// method names the queue "".
 	lastQueue string
@@ -63,7 +70,7 @@ type channel struct {
 	// mu guards the fields below; see the lock order in doc.go.
 	mu        sync.Mutex
 	nextTag   uint64
-	unacked   []pending
+	unacked   unackedList
 	consumers map[string]*consumer
 	closed    bool
 }
@@ -256,8 +263,7 @@ func (ch *channel) shutdown() {
 		conss = append(conss, cons)
 	}
 	clear(ch.consumers)
-	unacked := ch.unacked
-	ch.unacked = nil
+	unacked := ch.unacked.takeAll()
 	ch.mu.Unlock()
 	ch.starvedMu.Lock()
 	ch.starved = nil
@@ -276,8 +282,7 @@ func (ch *channel) shutdown() {
 // recover requeues every unacknowledged delivery of the channel.
 func (ch *channel) recover() {
 	ch.mu.Lock()
-	unacked := ch.unacked
-	ch.unacked = nil
+	unacked := ch.unacked.takeAll()
 	ch.mu.Unlock()
 	ch.requeue(unacked)
 }

@@ -97,9 +97,18 @@ func (t *confirmTracker) flush(c *conn, channel uint16) {
 		t.sent = ackUpTo
 	}
 	if n > 0 {
+		// Drop the settled prefix. Shifting the rest costs what is left,
+		// so it is done only when that is no more than what was dropped
+		// (or little): with a long window of publishes waiting for the
+		// journal, the rest is resliced instead, and append moves it once
+		// the capacity runs out.
 		t.base += uint64(n)
-		copy(t.pending, t.pending[n:])
-		t.pending = t.pending[:len(t.pending)-n]
+		if rest := len(t.pending) - n; rest <= max(n, 64) {
+			copy(t.pending, t.pending[n:])
+			t.pending = t.pending[:rest]
+		} else {
+			t.pending = t.pending[n:]
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"sort"
 
 	"go.uber.org/zap"
 
@@ -307,7 +306,7 @@ func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !cons.NoAck {
-		ch.unacked = append(ch.unacked, pending{tag: tag, qe: qe, cons: cons, entry: e, at: ch.c.b.ct.now.Load()})
+		ch.unacked.push(pending{tag: tag, qe: qe, cons: cons, entry: e, at: ch.c.b.ct.now.Load()})
 	}
 	o := ch.c.out
 	o.lock()
@@ -382,7 +381,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked = append(ch.unacked, pending{tag: tag, qe: qe, entry: e})
+		ch.unacked.push(pending{tag: tag, qe: qe, entry: e})
 	}
 	o := ch.c.out
 	o.lock()
@@ -406,38 +405,20 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 }
 
 // takeUnacked removes the deliveries an ack, nack or reject names, as
-// RabbitMQ's collect_acks does: the delivery tagged tag, with multiple also
-// every earlier one; multiple with tag 0 takes all (none is fine). The tag
-// itself must be outstanding, even with multiple.
-func (ch *channel) takeUnacked(tag uint64, multiple bool) ([]pending, bool) {
+// RabbitMQ's collect_acks does, and appends them to dst: the delivery
+// tagged tag, with multiple also every earlier one; multiple with tag 0
+// takes all (none is fine). The tag itself must be outstanding, even with
+// multiple.
+func (ch *channel) takeUnacked(tag uint64, multiple bool, dst []pending) ([]pending, bool) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	u := ch.unacked
-	if multiple && tag == 0 {
-		ch.unacked = nil
-		return u, true
+	switch {
+	case multiple && tag == 0:
+		return append(dst, ch.unacked.takeAll()...), true
+	case multiple:
+		return ch.unacked.takeUpTo(tag, dst)
 	}
-	i := sort.Search(len(u), func(i int) bool { return u[i].tag >= tag })
-	if i == len(u) || u[i].tag != tag {
-		return nil, false
-	}
-	if multiple {
-		taken := make([]pending, i+1)
-		copy(taken, u[:i+1])
-		clear(u[:i+1])
-		ch.unacked = u[i+1:]
-		return taken, true
-	}
-	p := u[i]
-	if i == 0 {
-		u[0] = pending{}
-		ch.unacked = u[1:]
-	} else {
-		copy(u[i:], u[i+1:])
-		u[len(u)-1] = pending{}
-		ch.unacked = u[:len(u)-1]
-	}
-	return []pending{p}, true
+	return ch.unacked.take(tag, dst)
 }
 
 // restoreUnacked puts deliveries taken by an ack in a rolled back
@@ -447,27 +428,49 @@ func (ch *channel) restoreUnacked(ps []pending) {
 		return
 	}
 	ch.mu.Lock()
-	u := append(ch.unacked[:len(ch.unacked):len(ch.unacked)], ps...)
-	sort.Slice(u, func(i, j int) bool { return u[i].tag < u[j].tag })
-	ch.unacked = u
+	ch.unacked.restore(ps)
 	ch.mu.Unlock()
 }
 
-func (ch *channel) ack(tag uint64, multiple bool) error {
-	taken, ok := ch.takeUnacked(tag, multiple)
-	if !ok {
-		return unknownTag(tag, 80)
+// settleScratch is the buffer of the deliveries an ack, nack or reject
+// outside a transaction takes: the reader reuses it, so that settling
+// allocates nothing. A buffer grown by a large multiple ack is dropped.
+func (ch *channel) settleScratch() []pending { return ch.ackBuf[:0] }
+
+// doneScratch hands ps, taken into settleScratch's buffer, back.
+func (ch *channel) doneScratch(ps []pending) {
+	clear(ps)
+	if cap(ps) <= 1024 {
+		ch.ackBuf = ps[:0]
+	} else {
+		ch.ackBuf = nil
 	}
+}
+
+func (ch *channel) ack(tag uint64, multiple bool) error {
 	if ch.tx {
+		taken, ok := ch.takeUnacked(tag, multiple, nil)
+		if !ok {
+			return unknownTag(tag, 80)
+		}
 		ch.txAcks = append(ch.txAcks, txAck{ps: taken, ack: true})
 		return nil
 	}
+	taken, ok := ch.takeUnacked(tag, multiple, ch.settleScratch())
+	if !ok {
+		return unknownTag(tag, 80)
+	}
 	ch.settle(taken)
+	ch.doneScratch(taken)
 	return nil
 }
 
 func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) error {
-	taken, ok := ch.takeUnacked(tag, multiple)
+	var dst []pending
+	if !ch.tx {
+		dst = ch.settleScratch()
+	}
+	taken, ok := ch.takeUnacked(tag, multiple, dst)
 	if !ok {
 		return unknownTag(tag, methodID)
 	}
@@ -483,6 +486,7 @@ func (ch *channel) reject(tag uint64, multiple, requeue bool, methodID uint16) e
 	} else {
 		ch.discard(taken)
 	}
+	ch.doneScratch(taken)
 	return nil
 }
 

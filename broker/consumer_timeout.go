@@ -50,43 +50,47 @@ func (b *Broker) monitorConsumerTimeouts(stop <-chan struct{}) {
 
 // checkConsumerTimeouts cancels the consumers of ch with a delivery older
 // than their timeout. Checker goroutine, no lock held.
+//
+// As RabbitMQ (rabbit_channel:evaluate_consumer_timeout), it looks only at
+// the channel's oldest outstanding consumer delivery: the unacked list is
+// in delivery order, so nothing newer can have waited longer. A consumer
+// with a shorter timeout than the one whose delivery is oldest (their
+// queues set different x-consumer-timeouts) is looked at once that older
+// delivery is settled or timed out. A delivery that cannot time out (its
+// consumer has no timeout, or was cancelled) is marked so and passed.
 func (ch *channel) checkConsumerTimeouts(now int64) {
 	def := ch.c.b.cfg.ConsumerTimeout.Milliseconds()
-	var late []*consumer
-	ch.mu.Lock()
-	if ch.closed {
-		ch.mu.Unlock()
-		return
-	}
-	for i := range ch.unacked {
-		p := &ch.unacked[i]
-		if p.cons == nil || p.at == 0 {
-			continue
+	for {
+		ch.mu.Lock()
+		if ch.closed {
+			ch.mu.Unlock()
+			return
 		}
+		p := ch.unacked.oldestTimed()
+		if p == nil {
+			ch.mu.Unlock()
+			return
+		}
+		cons := p.cons
 		limit := def
-		if p.cons.timeout > 0 {
-			limit = p.cons.timeout
+		if cons.timeout > 0 {
+			limit = cons.timeout
 		}
-		if limit <= 0 || now-p.at <= limit || containsCons(late, p.cons) {
+		if limit <= 0 || ch.consumers[cons.Tag] != cons {
+			p.at = 0
+			ch.mu.Unlock()
 			continue
 		}
-		if ch.consumers[p.cons.Tag] == p.cons {
-			late = append(late, p.cons)
+		late := now-p.at > limit
+		ch.mu.Unlock()
+		if !late {
+			return
 		}
-	}
-	ch.mu.Unlock()
-	for _, cons := range late {
 		ch.timeOut(cons)
-	}
-}
-
-func containsCons(s []*consumer, c *consumer) bool {
-	for _, x := range s {
-		if x == c {
-			return true
+		if ch.closing.Load() {
+			return
 		}
 	}
-	return false
 }
 
 // timeOut cancels cons for a delivery that timed out and requeues its
@@ -112,17 +116,7 @@ func (ch *channel) timeOut(cons *consumer) {
 		return
 	}
 	delete(ch.consumers, cons.Tag)
-	var mine []pending
-	kept := ch.unacked[:0]
-	for _, p := range ch.unacked {
-		if p.cons == cons {
-			mine = append(mine, p)
-		} else {
-			kept = append(kept, p)
-		}
-	}
-	clear(ch.unacked[len(kept):])
-	ch.unacked = kept
+	mine := ch.unacked.takeIf(func(p *pending) bool { return p.cons == cons })
 	ch.mu.Unlock()
 	ch.c.log.Info("consumer timed out", zap.String("consumer-tag", cons.Tag))
 	cons.qe.removeConsumer(cons)

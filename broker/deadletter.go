@@ -159,10 +159,12 @@ func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter,
 		return
 	}
 	targets := buf[:0]
+	rs := routeScratchPool.Get().(*routeScratch)
 	for _, k := range routeKeys {
-		targets = v.routeLocked(ex, k, headers, targets)
+		targets = v.routeLocked(ex, k, headers, targets, rs)
 	}
 	v.mu.RUnlock()
+	routeScratchPool.Put(rs)
 	for _, t := range targets {
 		if queue.DeathCycle(p.Headers, t.name) {
 			v.b.log.Debug("dead-letter cycle, dropping", zap.String("queue", t.name))

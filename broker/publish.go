@@ -200,8 +200,7 @@ func (ch *channel) finishPublish() error {
 	}
 	msg.Header = header
 	if ch.tx {
-		ch.txPubs = append(ch.txPubs, txPublish{exchange: p.exchange, mandatory: p.mandatory, msg: msg})
-		return nil
+		return ch.txPublish(p.exchange, p.mandatory, msg)
 	}
 	if !ch.confirm {
 		ch.route(ex, p.mandatory, msg, 0)
@@ -238,10 +237,10 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 		return false
 	}
 	hdrs := func() amqp.Table { return headersOf(msg.Header) }
-	targets := v.routeLocked(ex, msg.RoutingKey, hdrs, ch.targets[:0])
+	targets := v.routeLocked(ex, msg.RoutingKey, hdrs, ch.targets[:0], &ch.routing)
 	if extra, header := senderSelected(msg.Header); extra != nil {
 		for _, k := range extra {
-			targets = v.routeLocked(ex, k, hdrs, targets)
+			targets = v.routeLocked(ex, k, hdrs, targets, &ch.routing)
 		}
 		if len(header) != len(msg.Header) {
 			msg = withHeader(msg, header)
@@ -279,7 +278,12 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 				journaled = ch.c.b.journal(qe, seq, msg, 0, nil)
 			}
 			qe.pageOutLocked(seq, msg, journaled)
-			qe.dispatchLocked()
+			if qe.q.ConsumerCount() > 0 {
+				// With no consumer there is nothing to dispatch, and no
+				// head to page in for one (fanouts to thousands of
+				// queues: each call costs cache misses).
+				qe.dispatchLocked()
+			}
 			routed = true
 			if throttle == nil && qe.q.Ready() > flowHigh && qe.q.ConsumerCount() > 0 {
 				throttle = qe.drainedLocked()
@@ -337,12 +341,30 @@ func (ch *channel) journaled(seq uint64, err error) {
 	ch.c.confirmReady(ch)
 }
 
+// txPublish holds a publish until tx.commit, within the transaction
+// limits of the configuration (Config.TxMaxMessages, TxMaxBytes): a
+// transaction may not hold the broker's memory without bound. Over them,
+// the channel is closed (and the transaction dropped) with 406, the code
+// RabbitMQ closes a channel with for a limit a client breaks.
+func (ch *channel) txPublish(exchange string, mandatory bool, msg *queue.Message) error {
+	cfg := &ch.c.b.cfg
+	size := int64(len(msg.Header) + len(msg.Body))
+	if len(ch.txPubs) >= cfg.TxMaxMessages || ch.txBytes+size > cfg.TxMaxBytes {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
+			"transaction holds too much: %d uncommitted messages of %d bytes, this one of %d bytes is over the limit of %d messages or %d bytes; commit or roll back first",
+			len(ch.txPubs), ch.txBytes, size, cfg.TxMaxMessages, cfg.TxMaxBytes)
+	}
+	ch.txPubs = append(ch.txPubs, txPublish{exchange: exchange, mandatory: mandatory, msg: msg})
+	ch.txBytes += size
+	return nil
+}
+
 func (ch *channel) txCommit() error {
 	if !ch.tx {
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassTx, 20, "channel is not transactional")
 	}
 	pubs, acks := ch.txPubs, ch.txAcks
-	ch.txPubs, ch.txAcks = nil, nil
+	ch.txPubs, ch.txAcks, ch.txBytes = nil, nil, 0
 	v := ch.c.vhost
 	for _, p := range pubs {
 		v.mu.RLock()
@@ -383,7 +405,7 @@ func (ch *channel) txRollback() error {
 	for _, a := range ch.txAcks {
 		ch.restoreUnacked(a.ps)
 	}
-	ch.txPubs, ch.txAcks = nil, nil
+	ch.txPubs, ch.txAcks, ch.txBytes = nil, nil, 0
 	ch.c.send(ch.id, &amqp.TxRollbackOk{})
 	return nil
 }

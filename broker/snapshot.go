@@ -416,7 +416,7 @@ func (b *Broker) Channels() []ChannelInfo {
 		}
 		ch.mu.Lock()
 		closed := ch.closed
-		ci.Consumers, ci.Unacked = len(ch.consumers), len(ch.unacked)
+		ci.Consumers, ci.Unacked = len(ch.consumers), ch.unacked.len()
 		ch.mu.Unlock()
 		if !closed {
 			out = append(out, ci)

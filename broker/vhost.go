@@ -49,6 +49,55 @@ type exchangeEntity struct {
 	// partitionKeys caches the partition binding keys of a super stream
 	// that routes by hash (stream_super.go); bind and unbind clear it.
 	partitionKeys atomic.Pointer[[]string]
+	// fanout caches the destinations of a fanout exchange resolved to
+	// entities, for the router version it was made at (routeLocked).
+	fanout atomic.Pointer[fanoutTargets]
+}
+
+// fanoutTargets is what a fanout exchange routes every message to: its
+// bound queues and exchanges, as of router version version. complete is
+// false when a destination could not be resolved: then nothing is cached.
+type fanoutTargets struct {
+	version  uint64
+	complete bool
+	queues   []*queueEntity
+	exs      []*exchangeEntity
+}
+
+// fanoutTargetsLocked returns the resolved destinations of fanout exchange
+// e, or nil when they cannot be cached. They are resolved again after a
+// change of e's bindings; a queue or exchange that is deleted loses its
+// bindings, so nothing stale stays. Several routers may resolve at once:
+// they find the same. Hold v.mu (read).
+func (v *vhost) fanoutTargetsLocked(e *exchangeEntity) *fanoutTargets {
+	ver := e.router.Version()
+	if ft := e.fanout.Load(); ft != nil && ft.version == ver {
+		if !ft.complete {
+			return nil
+		}
+		return ft
+	}
+	ft := &fanoutTargets{version: ver, complete: true}
+	for _, d := range e.router.Route("", nil, nil) {
+		switch d.Kind {
+		case exchange.DestQueue:
+			q := v.queues[d.Name]
+			ft.queues = append(ft.queues, q)
+			ft.complete = ft.complete && q != nil
+		case exchange.DestExchange:
+			x := v.exchanges[d.Name]
+			ft.exs = append(ft.exs, x)
+			ft.complete = ft.complete && x != nil
+		}
+	}
+	if !ft.complete {
+		ft.queues, ft.exs = nil, nil
+	}
+	e.fanout.Store(ft)
+	if !ft.complete {
+		return nil
+	}
+	return ft
 }
 
 // queueEntity is a declared queue and the lock that serialises its state.
@@ -127,77 +176,207 @@ func newVHost(b *Broker, name string) *vhost {
 
 // routeLocked appends to out every queue that a message published to ex
 // with key reaches, each at most once, following exchange-to-exchange
-// bindings (cycles are harmless). headers is called at most once, and only
-// when a headers exchange is on the way. Hold v.mu (read).
-func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.Table, out []*queueEntity) []*queueEntity {
+// bindings and alternate exchanges (cycles are harmless). headers is
+// called at most once, and only when a headers exchange is on the way.
+// Called again with the out it returned (more routing keys of one
+// message), it adds only queues not yet in out. rs is the caller's
+// scratch, used by one routing at a time. Hold v.mu (read).
+//
+// The cost is linear in the destinations met: an exchange's Route reports
+// each destination once, so the queues of the first exchange that routes
+// anywhere go in unchecked; only those met after them are checked against
+// out, in constant time each (routeScratch.seenQueue).
+func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.Table, out []*queueEntity, rs *routeScratch) []*queueEntity {
+	if len(out) == 0 && rs.indexed > 0 {
+		rs.reset()
+	}
 	if ex.name == "" {
-		if q := v.queues[key]; q != nil {
+		if q := v.queues[key]; q != nil && !(len(out) > 0 && rs.seenQueue(out, q)) {
 			out = append(out, q)
 		}
 		return out
 	}
-	var dests [16]exchange.Destination
-	var visitedBuf [4]*exchangeEntity
-	visited := visitedBuf[:0]
+	// check is set once out holds queues that the exchange now routing
+	// did not report itself.
+	check := len(out) > 0
 	var hdrs amqp.Table
 	hdrsDone := false
-	pending := [8]*exchangeEntity{ex}
-	stack := pending[:1]
+	rs.visitedReset()
+	stack := append(rs.stack[:0], ex)
 	for len(stack) > 0 {
 		e := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if containsEx(visited, e) {
+		if !rs.visit(e) {
 			continue
 		}
-		visited = append(visited, e)
 		if e.kind == exchange.Headers && !hdrsDone {
 			hdrs = headers()
 			hdrsDone = true
+		}
+		n := len(out)
+		if e.kind == exchange.Fanout {
+			if ft := v.fanoutTargetsLocked(e); ft != nil {
+				if check {
+					for _, q := range ft.queues {
+						if !rs.seenQueue(out, q) {
+							out = append(out, q)
+						}
+					}
+				} else {
+					out = append(out, ft.queues...)
+				}
+				for _, x := range ft.exs {
+					if !rs.visited(x) {
+						stack = append(stack, x)
+					}
+				}
+				if len(ft.queues) == 0 && len(ft.exs) == 0 {
+					stack = v.alternateLocked(e, rs, stack)
+				}
+				check = check || len(out) > n
+				continue
+			}
 		}
 		rk := key
 		if len(e.args) > 0 {
 			rk = superStreamKey(e, key)
 		}
-		ds := e.router.Route(rk, hdrs, dests[:0])
-		if len(ds) == 0 && e.alternate != "" {
-			// An exchange that routes nowhere hands the message to its
-			// alternate exchange (rabbit_exchange:process_alternate).
-			if x := v.exchanges[e.alternate]; x != nil && !containsEx(visited, x) {
-				stack = append(stack, x)
-			}
+		ds := e.router.Route(rk, hdrs, rs.dests[:0])
+		if len(ds) == 0 {
+			stack = v.alternateLocked(e, rs, stack)
 		}
-		for _, d := range ds {
+		for i := range ds {
+			d := &ds[i]
 			switch d.Kind {
 			case exchange.DestQueue:
-				if q := v.queues[d.Name]; q != nil && !containsQ(out, q) {
+				if q := v.queues[d.Name]; q != nil && !(check && rs.seenQueue(out, q)) {
 					out = append(out, q)
 				}
 			case exchange.DestExchange:
-				if x := v.exchanges[d.Name]; x != nil && !containsEx(visited, x) {
+				if x := v.exchanges[d.Name]; x != nil && !rs.visited(x) {
 					stack = append(stack, x)
 				}
 			}
 		}
+		check = check || len(out) > n
+		rs.dests = ds[:0]
 	}
+	rs.stack = stack[:0]
 	return out
 }
 
-func containsEx(s []*exchangeEntity, e *exchangeEntity) bool {
-	for _, x := range s {
-		if x == e {
-			return true
+// alternateLocked pushes the alternate exchange of e, which routed a
+// message nowhere, onto stack (rabbit_exchange:process_alternate).
+func (v *vhost) alternateLocked(e *exchangeEntity, rs *routeScratch, stack []*exchangeEntity) []*exchangeEntity {
+	if e.alternate != "" {
+		if x := v.exchanges[e.alternate]; x != nil && !rs.visited(x) {
+			stack = append(stack, x)
 		}
 	}
-	return false
+	return stack
 }
 
-func containsQ(s []*queueEntity, q *queueEntity) bool {
-	for _, x := range s {
-		if x == q {
-			return true
+// routeScratch is routeLocked's working memory, kept between routings so
+// that routing allocates nothing once it has grown: a channel's reader
+// owns one, dead-lettering takes one from routeScratchPool.
+type routeScratch struct {
+	dests []exchange.Destination
+	stack []*exchangeEntity
+	// exs are the exchanges visited by the routing in progress; exSet
+	// holds them too once there are more than smallSet.
+	exs   []*exchangeEntity
+	exSet map[*exchangeEntity]struct{}
+	// qSet holds out[:indexed] once out has more than smallSet queues:
+	// out is looked up there, not scanned.
+	qSet    map[*queueEntity]struct{}
+	indexed int
+}
+
+// smallSet is the size up to which a set is a slice scanned in full:
+// cheaper than hashing for a few entries.
+const smallSet = 16
+
+// bigSet is the size above which a set's map is dropped after use rather
+// than cleared: clearing costs its capacity, every routing.
+const bigSet = 1024
+
+var routeScratchPool = sync.Pool{New: func() any { return new(routeScratch) }}
+
+// reset empties qSet for the routing of another message.
+func (rs *routeScratch) reset() {
+	if len(rs.qSet) > bigSet {
+		rs.qSet = nil
+	} else {
+		clear(rs.qSet)
+	}
+	rs.indexed = 0
+}
+
+// seenQueue reports whether q is in out, which routeLocked only appends to
+// (so out[:rs.indexed] are the ones in qSet).
+func (rs *routeScratch) seenQueue(out []*queueEntity, q *queueEntity) bool {
+	if len(out) <= smallSet {
+		for _, x := range out {
+			if x == q {
+				return true
+			}
+		}
+		return false
+	}
+	if rs.qSet == nil {
+		rs.qSet = make(map[*queueEntity]struct{}, len(out))
+	}
+	for ; rs.indexed < len(out); rs.indexed++ {
+		rs.qSet[out[rs.indexed]] = struct{}{}
+	}
+	_, ok := rs.qSet[q]
+	return ok
+}
+
+func (rs *routeScratch) visitedReset() {
+	clear(rs.exs)
+	rs.exs = rs.exs[:0]
+	if rs.exSet != nil {
+		if len(rs.exSet) > bigSet {
+			rs.exSet = nil
+		} else {
+			clear(rs.exSet)
 		}
 	}
-	return false
+}
+
+// visited reports whether e was visited by the routing in progress.
+func (rs *routeScratch) visited(e *exchangeEntity) bool {
+	if len(rs.exs) <= smallSet {
+		for _, x := range rs.exs {
+			if x == e {
+				return true
+			}
+		}
+		return false
+	}
+	_, ok := rs.exSet[e]
+	return ok
+}
+
+// visit records e as visited; false if it already was.
+func (rs *routeScratch) visit(e *exchangeEntity) bool {
+	if rs.visited(e) {
+		return false
+	}
+	rs.exs = append(rs.exs, e)
+	switch n := len(rs.exs); {
+	case n == smallSet+1:
+		if rs.exSet == nil {
+			rs.exSet = make(map[*exchangeEntity]struct{}, 2*n)
+		}
+		for _, x := range rs.exs {
+			rs.exSet[x] = struct{}{}
+		}
+	case n > smallSet+1:
+		rs.exSet[e] = struct{}{}
+	}
+	return true
 }
 
 // removeDestinationLocked drops every binding to d and then, with cascade,

@@ -64,6 +64,11 @@ type Router interface {
 	// RemoveDestination drops every binding to d (the queue or exchange was deleted) and
 	// returns how many there were.
 	RemoveDestination(d Destination) int
+
+	// Version changes whenever the bindings do (Bind, Unbind or RemoveDestination that
+	// changed something): a caller may cache what it derived from the bindings (a fanout
+	// exchange's destinations, resolved) and know when it is stale.
+	Version() uint64
 }
 
 // NewRouter returns an empty Router for exchanges of kind k, or nil if k is not one of
@@ -96,14 +101,16 @@ type index interface {
 
 // router implements Router: bindingSet owns binding identity and order, idx the routing.
 type router struct {
-	set bindingSet
-	idx index
+	set     bindingSet
+	idx     index
+	version uint64
 }
 
 func (r *router) Bind(b Binding) bool {
 	e, added := r.set.add(b)
 	if added {
 		r.idx.add(e)
+		r.version++
 	}
 	return added
 }
@@ -114,6 +121,7 @@ func (r *router) Unbind(b Binding) bool {
 		return false
 	}
 	r.idx.remove(e)
+	r.version++
 	return true
 }
 
@@ -132,5 +140,10 @@ func (r *router) RemoveDestination(d Destination) int {
 	for _, e := range removed {
 		r.idx.remove(e)
 	}
+	if len(removed) > 0 {
+		r.version++
+	}
 	return len(removed)
 }
+
+func (r *router) Version() uint64 { return r.version }

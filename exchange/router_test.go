@@ -313,3 +313,36 @@ func TestRouteConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestVersion: the version changes with every change of the bindings and
+// only then, so that a cache keyed by it is never stale.
+func TestVersion(t *testing.T) {
+	for _, k := range []Kind{Direct, Fanout, Topic, Headers} {
+		r := NewRouter(k)
+		v := r.Version()
+		step := func(what string, changed bool) {
+			t.Helper()
+			if nv := r.Version(); (nv != v) != changed {
+				t.Fatalf("%v: %s: version %d -> %d, changed want %v", k, what, v, nv, changed)
+			} else {
+				v = nv
+			}
+		}
+		r.Bind(Binding{Destination: q("a"), Key: "k"})
+		step("bind", true)
+		r.Bind(Binding{Destination: q("a"), Key: "k"})
+		step("bind again", false)
+		r.Route("k", nil, nil)
+		step("route", false)
+		r.Unbind(Binding{Destination: q("b"), Key: "k"})
+		step("unbind of nothing", false)
+		r.Bind(Binding{Destination: ex("x"), Key: "k"})
+		step("bind exchange", true)
+		r.RemoveDestination(q("nothing"))
+		step("remove nothing", false)
+		r.RemoveDestination(q("a"))
+		step("remove a", true)
+		r.Unbind(Binding{Destination: ex("x"), Key: "k"})
+		step("unbind", true)
+	}
+}

@@ -224,3 +224,27 @@ func BenchmarkPublishDeliverAck(b *testing.B) {
 		q.Settle(c, len(scratch))
 	}
 }
+
+// TestPurgeKeepsSmallBuffer: a queue purged and filled again to the same
+// depth reuses its ready list's buffer (no allocation per publish), as a
+// queue drained by its consumers does.
+func TestPurgeKeepsSmallBuffer(t *testing.T) {
+	q := New()
+	m := msg("x")
+	fill := func() {
+		for range 100 {
+			q.Publish(m)
+		}
+	}
+	fill()
+	allocs := testing.AllocsPerRun(10, func() {
+		q.Purge()
+		fill()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per purge and refill, want 0", allocs)
+	}
+	if q.Ready() != 100 {
+		t.Fatalf("ready %d", q.Ready())
+	}
+}

@@ -138,9 +138,15 @@ func (r *ring) resize(size int) {
 	r.head = 0
 }
 
-// clear drops every entry and shrinks the buffer.
+// clear drops every entry. A buffer of up to shrinkBelow slots is kept,
+// as drop keeps it when the ring drains, so that a queue purged and filled
+// again does not grow a new one slot by slot; a larger one goes.
 func (r *ring) clear() {
-	r.buf = nil
+	if len(r.buf) > shrinkBelow {
+		r.buf = nil
+	} else {
+		clear(r.buf)
+	}
 	r.head = 0
 	r.n = 0
 }
