@@ -278,7 +278,7 @@ func (qe *queueEntity) dispatchLocked() {
 		return
 	}
 	var ds []queue.Delivery
-	if qe.fx.at {
+	if qe.at {
 		ds = qe.dispatchAtLocked()
 	} else {
 		ds = qe.q.Dispatch(qe.scratch[:0])

@@ -184,7 +184,7 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 		qe.mu.Unlock()
 		return
 	}
-	if !qe.fx.at {
+	if !qe.at {
 		seq := qe.q.Publish(msg)
 		qe.stats.publish++
 		qe.pageOutLocked(seq, msg, b.journal(qe, seq, msg, 0, nil))

@@ -12,7 +12,7 @@ import (
 )
 
 // Message TTL and queue expiry. A queue with a TTL, a length limit, a
-// dead-letter exchange or a delivery limit (queueFeatures.at) is driven
+// dead-letter exchange or a delivery limit (queueEntity.at) is driven
 // through the queue's *At variants with the current time; the others keep
 // the plain fast paths. Messages expire when they reach the head of the
 // queue (as in RabbitMQ's classic queues), when something looks at the
@@ -106,7 +106,7 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 // journals a kept message and then calls afterPublishLocked. Hold qe.mu.
 func (qe *queueEntity) enqueueAtLocked(msg *queue.Message, ttl, now int64) (seq uint64, accepted, kept, dead bool) {
 	if ttl >= 0 {
-		qe.fx.at = true
+		qe.at = true
 	}
 	seq, accepted, dls := qe.q.PublishAt(msg, now, ttl)
 	kept = accepted
@@ -182,7 +182,7 @@ func (qe *queueEntity) dispatchAtLocked() []queue.Delivery {
 // Hold qe.mu.
 func (qe *queueEntity) getLocked(noAck bool) (e queue.Entry, ok, dead bool) {
 	qe.touchLocked()
-	if !qe.fx.at {
+	if !qe.at {
 		e, ok = qe.q.Get(noAck)
 		return e, ok, false
 	}
@@ -194,7 +194,7 @@ func (qe *queueEntity) getLocked(noAck bool) (e queue.Entry, ok, dead bool) {
 // dead-letters it when it has expired or passed the delivery limit. It
 // reports whether flushDead has work. Hold qe.mu.
 func (qe *queueEntity) returnLocked(c *queue.Consumer, e queue.Entry) bool {
-	if !qe.fx.at {
+	if !qe.at {
 		qe.q.Return(c, e)
 		return false
 	}
@@ -250,7 +250,7 @@ func (qe *queueEntity) expireTick() {
 		qe.mu.Unlock()
 		return
 	}
-	if qe.fx.at {
+	if qe.at {
 		qe.deadLocked(qe.q.Expire(nowMs()), nil)
 		qe.armExpiryLocked()
 	}
@@ -359,7 +359,7 @@ func (b *Broker) isClosed() bool {
 func (qe *queueEntity) recoveredExpiry(msg *queue.Message, now int64) int64 {
 	ttl := qe.fx.set.cfg.MessageTTL
 	if t := messageTTL(msg.Header); t >= 0 {
-		qe.fx.at = true
+		qe.at = true
 		if ttl < 0 || t < ttl {
 			ttl = t
 		}

@@ -408,7 +408,7 @@ func (v *vhost) applyPolicies() {
 		}
 		qe.fx.set = c.set
 		qe.fx.policy = c.pol
-		qe.fx.at = qe.fx.at || c.set.needsAt()
+		qe.at = qe.at || c.set.needsAt()
 		qe.deadLocked(qe.q.SetConfig(c.set.cfg, now), nil)
 		qe.armExpiryLocked()
 		qe.touchLocked()

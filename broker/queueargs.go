@@ -43,11 +43,6 @@ type queueSettings struct {
 // timers that act on it. Guarded by queueEntity.mu.
 type queueFeatures struct {
 	set queueSettings
-	// at makes publishes, deliveries, gets and returns use the queue's *At
-	// variants: the queue has a TTL, a length limit, a dead-letter exchange
-	// or a delivery limit, or a message with an expiration was published to
-	// it. Plain queues keep the fast paths.
-	at bool
 	// policy and opPolicy name the policies applied (snapshot, tests).
 	policy, opPolicy string
 
@@ -261,10 +256,11 @@ func parseOverflow(v any) (o queue.Overflow, why string) {
 // newQueueEntityState builds the state machine for settings s and
 // initialises qe's features. Call before qe is shared.
 func (qe *queueEntity) initFeatures(s queueSettings) {
-	qe.q = queue.NewWithConfig(s.cfg)
+	qe.qv = *queue.NewWithConfig(s.cfg)
+	qe.q = &qe.qv
 	qe.quorum = s.quorum
 	qe.fx.set = s
-	qe.fx.at = s.needsAt()
+	qe.at = s.needsAt()
 	qe.fx.lastUsed = time.Now().UnixMilli()
 	if s.stream != nil {
 		qe.stream = newStreamState(qe, s)

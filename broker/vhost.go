@@ -102,20 +102,39 @@ func (v *vhost) fanoutTargetsLocked(e *exchangeEntity) *fanoutTargets {
 
 // queueEntity is a declared queue and the lock that serialises its state.
 type queueEntity struct {
+	// The fields a publish touches come first, to share a cache line or
+	// two: a fanout to thousands of queues pays a cache miss for every
+	// line it touches in every queue.
+	mu sync.Mutex
+	// deleted is set once the queue is gone; holders of a stale pointer
+	// check it under mu.
+	deleted bool
+	durable bool
+	// quorum is set for a quorum queue (quorum.go): every message is
+	// journaled, redeliveries carry x-delivery-count.
+	quorum bool
+	// at makes publishes, deliveries, gets and returns use the queue's *At
+	// variants: the queue has a TTL, a length limit, a dead-letter exchange
+	// or a delivery limit, or a message with an expiration was published to
+	// it. Plain queues keep the fast paths (mu).
+	at bool
+	q  *queue.Queue
+	// stream is set for a stream queue (stream.go); q is then unused.
+	stream *streamState
+	vhost  *vhost
+	// stats counts what passed through the queue, for management (mu).
+	stats queueStats
+	// qv is the queue q points to, kept in the entity so that a publish
+	// finds the lock and the queue's state side by side in memory.
+	qv queue.Queue
+
 	name       string
-	vhost      *vhost
-	durable    bool
 	exclusive  bool
 	autoDelete bool
 	args       amqp.Table
 	// owner is the connection of an exclusive queue.
 	owner *conn
 
-	mu sync.Mutex
-	q  *queue.Queue
-	// deleted is set once the queue is gone; holders of a stale pointer
-	// check it under mu.
-	deleted bool
 	// hadConsumer arms auto-delete: it fires when the last consumer of a
 	// queue that had one goes.
 	hadConsumer bool
@@ -125,8 +144,6 @@ type queueEntity struct {
 	// drained, when not nil, is closed once the queue's backlog falls
 	// below flowLow: publishers held back by flow control wait on it.
 	drained chan struct{}
-	// stats counts what passed through the queue, for management (mu).
-	stats queueStats
 	// fx is the queue's arguments and policies as the broker applies them,
 	// and their timers (queueargs.go; mu).
 	fx queueFeatures
@@ -134,11 +151,6 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
-	// quorum is set for a quorum queue (quorum.go): every message is
-	// journaled, redeliveries carry x-delivery-count.
-	quorum bool
-	// stream is set for a stream queue (stream.go); q is then unused.
-	stream *streamState
 }
 
 // goneError refuses a definition change in a deleted vhost, as the
