@@ -401,19 +401,7 @@ func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expire
 // goroutine of its own (counted with the pagers, which Close waits for),
 // as the writer must not take queue locks.
 func (b *Broker) appendFailed(queueID, seq uint64, err error) {
-	b.pagerMu.Lock()
-	closed := b.pagersClosed
-	if !closed {
-		b.pagers.Add(1)
-	}
-	b.pagerMu.Unlock()
-	if closed {
-		return
-	}
-	go func() {
-		defer b.pagers.Done()
-		b.dropUnjournaled(queueID, seq, err)
-	}()
+	b.goPager(func() { b.dropUnjournaled(queueID, seq, err) })
 }
 
 // dropUnjournaled removes message seq, not journaled, from the queue with

@@ -157,25 +157,30 @@ func (qe *queueEntity) kickPagerLocked() {
 	if !qe.wantPagesLocked() || qe.paging {
 		return
 	}
-	b := qe.vhost.b
+	if qe.vhost.b.goPager(qe.pager) {
+		qe.paging = true
+	}
+}
+
+// goPager runs f on a goroutine counted with the pagers, which Close waits
+// for, and reports whether it started (not once Close has begun).
+func (b *Broker) goPager(f func()) bool {
 	b.pagerMu.Lock()
-	closed := b.pagersClosed
-	if !closed {
-		b.pagers.Add(1)
+	defer b.pagerMu.Unlock()
+	if b.pagersClosed {
+		return false
 	}
-	b.pagerMu.Unlock()
-	if closed {
-		return
-	}
-	qe.paging = true
-	go qe.pager()
+	b.pagers.Add(1)
+	go func() {
+		defer b.pagers.Done()
+		f()
+	}()
+	return true
 }
 
 // pager pages in qe's head, batch by batch, while it wants it. It is the
 // queue's pager goroutine; Broker.Close waits for it.
 func (qe *queueEntity) pager() {
-	b := qe.vhost.b
-	defer b.pagers.Done()
 	qe.mu.Lock()
 	defer qe.mu.Unlock()
 	for qe.wantPagesLocked() {

@@ -146,30 +146,7 @@ func (q *Queue) PageIn(seq uint64, m *Message) bool {
 // whether it was there. It is slow (it moves the rest of the lane) and
 // meant for that failure only.
 func (q *Queue) DropPaged(seq uint64) bool {
-	found := false
-	q.lanes(func(l *lane) {
-		if found {
-			return
-		}
-		r := &l.ready
-		i := r.search(seq)
-		if i == r.len() || r.at(i).seq != seq || r.at(i).msg != nil {
-			return
-		}
-		s := *r.at(i)
-		for j := i; j > 0; j-- {
-			*r.at(j) = *r.at(j - 1)
-		}
-		r.pop()
-		found = true
-		if l != &q.base {
-			q.hiReady--
-		}
-		q.readyLen -= int64(s.size)
-		q.paged--
-		q.pagedLen -= int64(s.size)
-	})
-	return found
+	return q.dropReady(seq, true)
 }
 
 // DropReady removes ready message seq (resident or paged out, not
@@ -177,6 +154,11 @@ func (q *Queue) DropPaged(seq uint64) bool {
 // there. It is slow (it moves the rest of the lane) and meant for that
 // failure only.
 func (q *Queue) DropReady(seq uint64) bool {
+	return q.dropReady(seq, false)
+}
+
+// dropReady removes ready message seq, only if paged out with pagedOnly.
+func (q *Queue) dropReady(seq uint64, pagedOnly bool) bool {
 	found := false
 	q.lanes(func(l *lane) {
 		if found {
@@ -184,7 +166,7 @@ func (q *Queue) DropReady(seq uint64) bool {
 		}
 		r := &l.ready
 		i := r.search(seq)
-		if i == r.len() || r.at(i).seq != seq {
+		if i == r.len() || r.at(i).seq != seq || (pagedOnly && r.at(i).msg != nil) {
 			return
 		}
 		s := *r.at(i)
