@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
-	"unsafe"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -225,9 +224,6 @@ func (ch *channel) finishPublish() error {
 // publisher when mandatory and unroutable. It reports whether any queue
 // took it. A non-zero confirmSeq makes the publish's confirm wait for
 // every journal write the message needs.
-// prefetchAhead is how many queues ahead route prefetches.
-const prefetchAhead = 4
-
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		return ch.routeReply(mandatory, msg)
@@ -258,12 +254,6 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 	ttl, now := messageTTL(msg.Header), int64(0)
 	var dead []*queueEntity
 	for i, qe := range targets {
-		if i+prefetchAhead < len(targets) {
-			// A fanout to thousands of queues pays a cache miss for each
-			// queue's lock: ask for a later queue's line now, so that it
-			// arrives while this one is served.
-			prefetch(unsafe.Pointer(targets[i+prefetchAhead]))
-		}
 		qe.mu.Lock()
 		if qe.stream != nil {
 			if !qe.deleted {
