@@ -13,15 +13,7 @@ func TestQuorumDeliveryCountSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	s, stop := startOn(t, dir)
 	ch := open(t, dial(t, s))
-	if _, err := ch.QueueDeclare("dlq", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{
-		"x-queue-type": "quorum", "x-delivery-limit": int32(2),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
-	}); err != nil {
-		t.Fatal(err)
-	}
+	declareLimitedQuorum(t, ch)
 	confirmedPublish(t, ch, "qq", "m", 1, amqp091.Persistent, amqp091.Publishing{})
 	// Delivered and requeued twice: the limit of 2 returns is reached.
 	for i := 0; i < 2; i++ {

@@ -39,12 +39,7 @@ func TestStreamChunkWriteFailureNotCommitted(t *testing.T) {
 		t.Fatal("m0 nacked")
 	}
 	// Refuse the data record of the chunk at offset 1.
-	st.SetJournalFault(func(k []byte) error {
-		if len(k) == 18 && k[0] == 's' && k[9] == 'd' && binary.BigEndian.Uint64(k[10:]) == 1 {
-			return errors.New("injected write failure")
-		}
-		return nil
-	})
+	st.SetJournalFault(failStreamChunkAt(1))
 	if publishOneConfirmed(t, ch, "s", "m1") {
 		t.Fatal("m1 acked although its chunk was not written")
 	}
@@ -177,12 +172,7 @@ func TestStreamTxCommitFailsWhenChunkWriteFails(t *testing.T) {
 	if !publishOneConfirmed(t, ch, "s", "m0") {
 		t.Fatal("m0 nacked")
 	}
-	st.SetJournalFault(func(k []byte) error {
-		if len(k) == 18 && k[0] == 's' && k[9] == 'd' && binary.BigEndian.Uint64(k[10:]) == 1 {
-			return errors.New("injected write failure")
-		}
-		return nil
-	})
+	st.SetJournalFault(failStreamChunkAt(1))
 	tch := open(t, dial(t, s)) // 541 closes the whole connection
 	if err := tch.Tx(); err != nil {
 		t.Fatal(err)
@@ -202,4 +192,15 @@ func TestStreamTxCommitFailsWhenChunkWriteFails(t *testing.T) {
 		}
 	}
 	noDelivery(t, d)
+}
+
+// failStreamChunkAt is a journal fault that refuses the data record of the
+// stream chunk at offset off.
+func failStreamChunkAt(off uint64) func([]byte) error {
+	return func(k []byte) error {
+		if len(k) == 18 && k[0] == 's' && k[9] == 'd' && binary.BigEndian.Uint64(k[10:]) == off {
+			return errors.New("injected write failure")
+		}
+		return nil
+	}
 }

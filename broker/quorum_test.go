@@ -42,15 +42,7 @@ func TestQuorumQueueKeepsTransientMessagesAndCountsDeliveries(t *testing.T) {
 	dir := t.TempDir()
 	s, stop := startOn(t, dir)
 	ch := open(t, dial(t, s))
-	if _, err := ch.QueueDeclare("dlq", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{
-		"x-queue-type": "quorum", "x-delivery-limit": int32(2),
-		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
-	}); err != nil {
-		t.Fatal(err)
-	}
+	declareLimitedQuorum(t, ch)
 	confirmedPublish(t, ch, "qq", "t", 3, amqp091.Transient, amqp091.Publishing{})
 	stop()
 
@@ -121,5 +113,20 @@ func TestQuorumQueueConsumerDeliveryCount(t *testing.T) {
 	m = recv(t, d)
 	if m.Headers["x-delivery-count"] != int64(1) || m.Headers["a"] != "b" || !m.Redelivered {
 		t.Fatalf("redelivery: %v", m.Headers)
+	}
+}
+
+// declareLimitedQuorum declares quorum queue "qq" with a delivery limit of
+// 2 that dead-letters to durable queue "dlq".
+func declareLimitedQuorum(t *testing.T, ch *amqp091.Channel) {
+	t.Helper()
+	if _, err := ch.QueueDeclare("dlq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("qq", true, false, false, false, amqp091.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": int32(2),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq",
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
