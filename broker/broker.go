@@ -233,8 +233,11 @@ type Broker struct {
 	// numbers the queues that spill; pagers counts the queues' pager
 	// goroutines, which start only while pagerMu (a leaf lock) finds
 	// pagersClosed false.
-	paging       atomic.Bool
-	pageIDs      atomic.Uint64
+	paging  atomic.Bool
+	pageIDs atomic.Uint64
+	// consumerIDs numbers the consumers of classic and quorum queues:
+	// their state machines name consumers by id.
+	consumerIDs  atomic.Uint64
 	pagerMu      sync.Mutex
 	pagersClosed bool
 	pagers       sync.WaitGroup

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/warrenmq/warren/amqp"
-	"github.com/warrenmq/warren/queue"
 )
 
 // channel is one AMQP channel. The connection's reader runs it; fields
@@ -77,10 +76,12 @@ type channel struct {
 
 // pending is a delivery awaiting acknowledgement.
 type pending struct {
-	tag   uint64
-	qe    *queueEntity
-	cons  *consumer // nil for basic.get
-	entry queue.Entry
+	tag  uint64
+	qe   *queueEntity
+	cons *consumer // nil for basic.get
+	// seq is the message id in qe, which holds the delivery (the offset
+	// for a stream).
+	seq uint64
 	// at is when it was delivered, by the coarse clock of
 	// consumer_timeout.go (unix ms; 0 = not timed).
 	at int64

@@ -13,10 +13,22 @@ import (
 
 func zapErr(err error) zap.Field { return zap.Error(err) }
 
-// consumer is a basic.consume: the queue's view (queue.Consumer) plus
-// where its deliveries go.
+// consumerArgs is what a basic.consume asked for. The queue's state
+// machine has its own record of the consumer, made by queue.OpAttach and
+// named by ID.
+type consumerArgs struct {
+	ID        queue.ConsumerID
+	Tag       string
+	NoAck     bool
+	Exclusive bool
+	Prefetch  int
+	Priority  int
+}
+
+// consumer is a basic.consume: what it asked for plus where its
+// deliveries go.
 type consumer struct {
-	queue.Consumer
+	consumerArgs
 	ch *channel
 	qe *queueEntity
 	// starved is guarded by the connection's starvedMu.
@@ -166,7 +178,8 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		return err
 	}
 	cons := &consumer{
-		Consumer: queue.Consumer{
+		consumerArgs: consumerArgs{
+			ID:        queue.ConsumerID(ch.c.b.consumerIDs.Add(1)),
 			Tag:       tag,
 			NoAck:     m.NoAck,
 			Exclusive: m.Exclusive,
@@ -176,15 +189,15 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		ch: ch,
 		qe: qe,
 	}
-	cons.Gate = cons
-	cons.Owner = cons
+	attach := queue.Cmd{Op: queue.OpAttach, Consumer: cons.ID, Tag: tag, NoAck: m.NoAck,
+		Exclusive: m.Exclusive, Prefetch: ch.prefetch, Priority: prio}
 
 	qe.mu.Lock()
 	if qe.deleted {
 		qe.mu.Unlock()
 		return notFoundQueue(qe.name, ch.c.vhost.name, amqp.ClassBasic, 20)
 	}
-	if err := qe.q.AddConsumer(&cons.Consumer); err != nil {
+	if _, err := qe.q.Apply(&attach, nil); err != nil {
 		qe.mu.Unlock()
 		if errors.Is(err, queue.ErrExclusiveConsumer) {
 			return amqp.Errorf(amqp.AccessRefused, amqp.ClassBasic, 20,
@@ -192,9 +205,21 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		}
 		return err
 	}
+	qe.addConsumerLocked(cons)
 	ch.registerConsumerLocked(qe, cons, tag, m.NoWait)
 	qe.mu.Unlock()
 	return nil
+}
+
+// addConsumerLocked records cons, just attached to qe's state machine, by
+// its id (the queue's deliveries name consumers by id), and gives the
+// queue cons as the consumer's gate (consumer.Acquire). Hold qe.mu.
+func (qe *queueEntity) addConsumerLocked(cons *consumer) {
+	if qe.consumers == nil {
+		qe.consumers = make(map[queue.ConsumerID]*consumer)
+	}
+	qe.consumers[cons.ID] = cons
+	qe.q.SetGate(cons.ID, cons)
 }
 
 // registerConsumerLocked records cons, just added to qe's consumers, on
@@ -251,7 +276,9 @@ func (qe *queueEntity) removeConsumer(cons *consumer) {
 		return
 	}
 	qe.mu.Lock()
-	qe.q.RemoveConsumer(&cons.Consumer)
+	detach := queue.Cmd{Op: queue.OpDetach, Consumer: cons.ID}
+	_, _ = qe.q.Apply(&detach, nil) // refused only if already detached
+	delete(qe.consumers, cons.ID)
 	qe.touchLocked()
 	autoDelete := qe.autoDelete && qe.hadConsumer && qe.q.ConsumerCount() == 0 && !qe.deleted
 	qe.mu.Unlock()
@@ -277,21 +304,35 @@ func (qe *queueEntity) dispatchLocked() {
 		qe.streamDispatchLocked()
 		return
 	}
-	var ds []queue.Delivery
+	cmd := queue.Cmd{Op: queue.OpCheckout}
 	if qe.at {
-		ds = qe.dispatchAtLocked()
-	} else {
-		ds = qe.q.Dispatch(qe.scratch[:0])
+		// Expired heads become dead letters instead of deliveries, at
+		// the publish's clock when a publish dispatches.
+		cmd.Now = qe.fx.now
+		if cmd.Now == 0 {
+			cmd.Now = nowMs()
+		}
 	}
-	for i := range ds {
-		cons := ds[i].Consumer.Owner.(*consumer)
-		cons.ch.deliver(cons, qe, ds[i].Entry)
-		cons.ch.c.out.reserved.Add(-deliveryCost(ds[i].Entry.Msg.Size()))
-		qe.stats.countDelivery(ds[i].Entry.Redelivered)
-		qe.journalDelivery(cons.NoAck, ds[i].Entry)
-		ds[i] = queue.Delivery{}
+	effs, _ := qe.q.Apply(&cmd, qe.effects[:0])
+	dead := false
+	for i := range effs {
+		f := &effs[i]
+		if f.Kind != queue.EffDeliver {
+			dead = qe.executeLocked(effs[i:i+1]) || dead
+			continue
+		}
+		cons := qe.consumers[f.Consumer]
+		cons.ch.deliver(cons, qe, f.Entry)
+		cons.ch.c.out.reserved.Add(-deliveryCost(f.Entry.Msg.Size()))
+		qe.stats.countDelivery(f.Entry.Redelivered)
+		qe.journalDelivery(cons.NoAck, f.Entry)
 	}
-	qe.scratch = ds[:0]
+	clear(effs)
+	qe.effects = effs[:0]
+	if dead {
+		// The caller may not route dead letters itself: the timer does.
+		qe.kickLocked()
+	}
 	if qe.drained != nil && qe.q.Ready() <= flowLow {
 		close(qe.drained)
 		qe.drained = nil
@@ -306,7 +347,7 @@ func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !cons.NoAck {
-		ch.unacked.push(pending{tag: tag, qe: qe, cons: cons, entry: e, at: ch.c.b.ct.now.Load()})
+		ch.unacked.push(pending{tag: tag, qe: qe, cons: cons, seq: e.Seq, at: ch.c.b.ct.now.Load()})
 	}
 	o := ch.c.out
 	o.lock()
@@ -381,7 +422,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
-		ch.unacked.push(pending{tag: tag, qe: qe, entry: e})
+		ch.unacked.push(pending{tag: tag, qe: qe, seq: e.Seq})
 	}
 	o := ch.c.out
 	o.lock()
@@ -508,14 +549,9 @@ func (ch *channel) settle(ps []pending) {
 		if qe.stream != nil {
 			qe.streamSettleLocked(ps[i:j])
 		} else if !qe.deleted {
-			var qc *queue.Consumer
-			if ps[i].cons != nil {
-				qc = &ps[i].cons.Consumer
-			}
-			qe.q.Settle(qc, j-i)
 			qe.stats.ack += uint64(j - i)
 			for k := i; k < j; k++ {
-				qe.vhost.b.unjournal(qe, ps[k].entry)
+				qe.settleLocked(ps[k].seq)
 			}
 			qe.dispatchLocked()
 		}
@@ -540,11 +576,7 @@ func (ch *channel) requeue(ps []pending) {
 			if qe.deleted {
 				continue
 			}
-			var qc *queue.Consumer
-			if ps[i].cons != nil {
-				qc = &ps[i].cons.Consumer
-			}
-			dead = qe.returnLocked(qc, ps[i].entry) || dead
+			dead = qe.returnLocked(ps[i].seq) || dead
 		}
 		qe.dispatchLocked()
 		qe.mu.Unlock()

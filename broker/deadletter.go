@@ -210,7 +210,6 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 // basic.nack): their queues dead-letter them with reason "rejected".
 func (ch *channel) discard(ps []pending) {
 	ch.releaseGlobal(ps)
-	b := ch.c.b
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
 		dead := false
@@ -219,17 +218,8 @@ func (ch *channel) discard(ps []pending) {
 			if qe.deleted {
 				continue
 			}
-			var qc *queue.Consumer
-			if ps[i].cons != nil {
-				qc = &ps[i].cons.Consumer
-			}
-			dl := qe.q.Discard(qc, ps[i].entry)
 			qe.stats.ack++
-			b.unjournal(qe, ps[i].entry)
-			if qe.fx.set.hasDLX {
-				qe.fx.dead = append(qe.fx.dead, dl)
-				dead = true
-			}
+			dead = qe.discardLocked(ps[i].seq) || dead
 		}
 		qe.dispatchLocked()
 		qe.mu.Unlock()

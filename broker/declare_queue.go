@@ -423,7 +423,7 @@ func (v *vhost) dropQueueLocked(qe *queueEntity, cascade bool) (int, []*consumer
 	n := qe.q.Ready()
 	var conss []*consumer
 	for _, c := range qe.q.Consumers() {
-		conss = append(conss, c.Owner.(*consumer))
+		conss = append(conss, qe.consumers[c.ID])
 	}
 	if qe.stream != nil {
 		n, conss = qe.streamMessagesLocked(), qe.streamConsumersLocked()

@@ -162,48 +162,26 @@ func (ch *channel) publishAtLocked(qe *queueEntity, msg *queue.Message, ttl int6
 	return dead
 }
 
-// dispatchAtLocked is Dispatch for queues that need the clock: expired
-// heads become dead letters instead of deliveries. Hold qe.mu.
-func (qe *queueEntity) dispatchAtLocked() []queue.Delivery {
-	now := qe.fx.now
-	if now == 0 {
-		now = nowMs()
-	}
-	ds, dls := qe.q.DispatchAt(qe.scratch[:0], now)
-	if qe.deadLocked(dls, nil) {
-		// The caller may not route dead letters itself: the timer does.
-		qe.kickLocked()
-	}
-	return ds
-}
-
 // getLocked is basic.get's take, with expiry for queues that need it. It
 // counts as a use for x-expires. dead reports whether flushDead has work.
 // Hold qe.mu.
 func (qe *queueEntity) getLocked(noAck bool) (e queue.Entry, ok, dead bool) {
 	qe.touchLocked()
-	if !qe.at {
-		e, ok = qe.q.Get(noAck)
-		return e, ok, false
+	cmd := queue.Cmd{Op: queue.OpGet, NoAck: noAck}
+	if qe.at {
+		cmd.Now = nowMs()
 	}
-	e, ok, dls := qe.q.GetAt(noAck, nowMs())
-	return e, ok, qe.deadLocked(dls, nil)
-}
-
-// returnLocked puts a delivery made to c (nil for basic.get) back, or
-// dead-letters it when it has expired or passed the delivery limit. It
-// reports whether flushDead has work. Hold qe.mu.
-func (qe *queueEntity) returnLocked(c *queue.Consumer, e queue.Entry) bool {
-	if !qe.at {
-		qe.q.Return(c, e)
-		return false
+	effs, _ := qe.q.Apply(&cmd, qe.effects[:0])
+	for i := range effs {
+		if f := &effs[i]; f.Kind == queue.EffDeliver {
+			e, ok = f.Entry, true
+		} else {
+			dead = qe.executeLocked(effs[i:i+1]) || dead
+		}
 	}
-	dl, gone := qe.q.ReturnAt(c, e, nowMs())
-	if !gone {
-		qe.armExpiryLocked()
-		return false
-	}
-	return qe.deadLocked([]queue.DeadLetter{dl}, nil)
+	clear(effs)
+	qe.effects = effs[:0]
+	return e, ok, dead
 }
 
 // armExpiryLocked (re)arms the expiry timer for the earliest head expiry,
@@ -251,7 +229,8 @@ func (qe *queueEntity) expireTick() {
 		return
 	}
 	if qe.at {
-		qe.deadLocked(qe.q.Expire(nowMs()), nil)
+		cmd := queue.Cmd{Op: queue.OpTick, Now: nowMs()}
+		qe.applyLocked(&cmd)
 		qe.armExpiryLocked()
 	}
 	qe.mu.Unlock()

@@ -256,13 +256,12 @@ func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) 
 	}
 	for _, e := range taken {
 		if requeue {
-			if qe.returnLocked(nil, e) {
+			if qe.returnLocked(e.Seq) {
 				dead = true
 			}
 		} else {
-			qe.q.Settle(nil, 1)
+			qe.settleLocked(e.Seq)
 			qe.stats.ack++
-			b.unjournal(qe, e)
 		}
 	}
 	qe.dispatchLocked()

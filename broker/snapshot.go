@@ -457,7 +457,7 @@ func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
 		return qe.appendStreamConsumersLocked(out)
 	}
 	for _, qc := range qe.q.Consumers() {
-		cons, ok := qc.Owner.(*consumer)
+		cons, ok := qe.consumers[qc.ID]
 		if !ok {
 			continue
 		}

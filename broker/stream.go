@@ -497,16 +497,16 @@ func (ch *channel) consumeStream(qe *queueEntity, m *amqp.BasicConsume, tag stri
 			"single active consumer on stream queue '%s' in vhost '%s' needs x-stream-consumer-name", qe.name, v.name)
 	}
 	cons := &consumer{
-		Consumer: queue.Consumer{Tag: tag, Exclusive: m.Exclusive, Prefetch: ch.prefetch},
-		ch:       ch,
-		qe:       qe,
+		consumerArgs: consumerArgs{Tag: tag, Exclusive: m.Exclusive, Prefetch: ch.prefetch},
+		ch:           ch,
+		qe:           qe,
 	}
 	sc := &queue.StreamConsumer{
 		Tag: tag, Prefetch: ch.prefetch, Gate: cons, Owner: cons,
 		Filters: a.filters, MatchUnfiltered: a.matchUnfiltered,
 		Name: a.name, Single: a.single || qe.stream.single,
 	}
-	cons.Gate, cons.Owner, cons.stream = cons, cons, sc
+	cons.stream = sc
 	partition := 0
 	if sc.Single {
 		partition = v.partitionIndex(qe.name)
@@ -552,7 +552,7 @@ func (qe *queueEntity) streamSettleLocked(ps []pending) {
 	}
 	var last uint64
 	for i := range ps {
-		last = max(last, ps[i].entry.Seq)
+		last = max(last, ps[i].seq)
 	}
 	qe.stream.s.Settle(cons.stream, len(ps), last)
 	qe.stats.ack += uint64(len(ps))

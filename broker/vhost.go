@@ -140,7 +140,11 @@ type queueEntity struct {
 	hadConsumer bool
 	// storeID is the id of the queue's store record (0 = none).
 	storeID uint64
-	scratch []queue.Delivery
+	// effects is the scratch buffer of applyLocked's effects (mu).
+	effects []queue.Effect
+	// consumers is the consumers of q by id, as its deliveries name them
+	// (mu).
+	consumers map[queue.ConsumerID]*consumer
 	// drained, when not nil, is closed once the queue's backlog falls
 	// below flowLow: publishers held back by flow control wait on it.
 	drained chan struct{}

@@ -53,6 +53,9 @@ type Config struct {
 	// DeliveryLimit is x-delivery-limit: a message returned by ReturnAt
 	// after more deliveries than this is dead-lettered instead of requeued.
 	DeliveryLimit int64
+	// Expires is x-expires in ms (0 = never): OpTick reports EffExpired
+	// once the queue has had no consumer and no use for that long.
+	Expires int64
 }
 
 // DefaultConfig is the configuration of New: no limits of any kind.

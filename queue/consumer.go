@@ -11,8 +11,15 @@ type Gate interface {
 	Acquire(size int) bool
 }
 
+// ConsumerID names a consumer of a queue in commands and effects. The
+// owner assigns them and never reuses one for the queue; 0 is no consumer
+// (basic.get).
+type ConsumerID uint64
+
 // Consumer is one basic.consume on a queue.
 type Consumer struct {
+	// ID names the consumer in commands and effects (Apply, Snapshot).
+	ID ConsumerID
 	// Tag is the consumer tag, unique on its channel.
 	Tag string
 	// NoAck consumers settle on delivery; prefetch does not apply to them.
@@ -21,10 +28,10 @@ type Consumer struct {
 	Exclusive bool
 	// Prefetch is the per-consumer prefetch count (0 = unlimited).
 	Prefetch int
-	// Gate, when set, is asked before every delivery.
+	// Gate, when set, is asked before every delivery. It is this node's
+	// limit, not part of the queue's state: Apply never sets one, and
+	// Snapshot does not record it.
 	Gate Gate
-	// Owner is the caller's handle for the consumer (its channel).
-	Owner any
 	// Priority is the consumer priority (x-priority argument, default 0):
 	// consumers of a higher priority get messages while they have credit;
 	// lower ones only when all higher ones are blocked. It must not change
@@ -68,6 +75,12 @@ func (q *Queue) AddConsumer(c *Consumer) error {
 	if c.Priority != 0 {
 		q.prioCount++
 	}
+	q.addToGroup(c)
+	return nil
+}
+
+// addToGroup adds c at the end of the group of its priority.
+func (q *Queue) addToGroup(c *Consumer) {
 	i := 0
 	for i < len(q.groups) && q.groups[i].prio > c.Priority {
 		i++
@@ -78,7 +91,6 @@ func (q *Queue) AddConsumer(c *Consumer) error {
 		q.groups[i] = group{prio: c.Priority}
 	}
 	q.groups[i].cs = append(q.groups[i].cs, c)
-	return nil
 }
 
 // RemoveConsumer unregisters c. Its unacknowledged deliveries stay with

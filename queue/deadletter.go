@@ -23,13 +23,6 @@ type DeadLetter struct {
 	Reason string
 }
 
-// Discard settles a delivery made to c (nil for basic.get) that was
-// rejected without requeue, and returns it as a dead letter.
-func (q *Queue) Discard(c *Consumer, e Entry) DeadLetter {
-	q.Settle(c, 1)
-	return DeadLetter{Entry: e, Reason: ReasonRejected}
-}
-
 // Death describes one dead-lettering, for AddDeath.
 type Death struct {
 	// Queue is the queue the message died in.

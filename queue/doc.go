@@ -1,18 +1,67 @@
 // Package queue holds one queue's logic as a deterministic state machine:
-// ready messages, consumers and their credit and priorities, dispatch
-// order, the counts of unacknowledged deliveries, message TTL, length
-// limits, message priorities, single active consumer, delivery limits and
-// the dead-letter decisions (with the x-death bookkeeping of AddDeath).
+// ready messages, unacknowledged deliveries and their delivery counts,
+// consumers (by id) and their credit and priorities, dispatch order,
+// message TTL, length limits, message priorities, single active consumer,
+// delivery limits, the dead-letter decisions (with the x-death bookkeeping
+// of AddDeath), the deduplication of resent publishes, and the queue's own
+// expiry.
 //
 // A Queue owns no goroutine, does no I/O and reads no clock. The caller (the
-// broker) serialises every call with its own lock, feeds commands in
-// (Publish, AddConsumer, Dispatch, Settle, Return, Purge, SetConfig, and
-// the *At variants that carry the time as unix ms) and carries out the
-// effects that come back (the deliveries returned by Dispatch and Get, the
-// DeadLetters of expiry, length limits, rejects and delivery limits).
+// broker) serialises every call with its own lock.
 //
-// Unacknowledged deliveries are owned by whoever received them: the queue
-// counts them per consumer (for prefetch) and in total (for message counts),
-// and takes them back with Return, in their original order, marked
-// redelivered.
+// # Commands and effects
+//
+// Every change is a command (command.go): a Cmd value — OpEnqueue (with
+// publisher id and sequence), OpAttach and OpDetach (consumers by
+// ConsumerID, with prefetch and priority), OpCheckout (dispatch), OpGet,
+// OpSettle, OpReturn and OpDiscard (by message id, the entry's Seq),
+// OpPurge, OpTick (expiry at Cmd.Now), OpSetConfig, OpForget (a
+// publisher's sequence), OpTouch. Apply(cmd, out) applies one and appends
+// its effects to out, a slice the caller owns; the time is in the command,
+// so that a log of commands replays to the same state and effects on any
+// node (determinism_test.go checks it). The owner carries out each effect:
+//
+//   - EffDeliver: send Entry to consumer Consumer (0: to the basic.get that
+//     asked). Unless the consumer is NoAck (or the get no-ack), the queue
+//     holds the delivery as unacknowledged until OpSettle, OpReturn or
+//     OpDiscard names its Seq.
+//   - EffDeadLetter: Entry left unacknowledged for Reason (expired, maxlen,
+//     rejected, delivery_limit): delete its durable record and, when the
+//     queue has a dead-letter exchange, republish it there (AddDeath,
+//     DeathCycle).
+//   - EffSettled: Entry was acknowledged or purged: delete its durable
+//     record or spilled copy.
+//   - EffConfirm / EffReject: answer publish PubSeq of Publisher with
+//     basic.ack / basic.nack (a length limit refused it). A resend of a
+//     sequence already enqueued is confirmed again and not enqueued.
+//   - EffExpired: the queue went unused for Config.Expires: delete it.
+//
+// The typed methods (Publish, PublishAt, AddConsumer, RemoveConsumer,
+// Dispatch, DispatchAt, Get, GetAt, Settle, Return, ReturnAt, Discard,
+// Purge, SetConfig, Expire) are the same transitions without the Cmd
+// value; a single node's broker calls them directly on its hot path, and
+// Apply is built on them. Snapshot / AppendSnapshot and RestoreSnapshot
+// encode and load the whole state (snapshot.go).
+//
+// # What is not replicated state
+//
+// Two things a queue consults belong to the node, not to the state:
+//
+//   - Consumer.Gate: a limit outside the queue (the connection's outbound
+//     buffer, a channel-wide prefetch) asked before each delivery by
+//     Dispatch (and OpCheckout). No command sets one: the owner gives a
+//     consumer attached with OpAttach its gate with SetGate, and a queue
+//     restored from a snapshot has none. Until gates become credit given
+//     by commands, a broker that sets gates makes dispatch depend on them.
+//   - Paging (paging.go): the owner drops bodies of deep queues from RAM
+//     (PageOut) and brings them back (PageIn). A paged-out message keeps
+//     its place and counts, and can expire or be dropped, but Dispatch and
+//     Get stop at a paged-out head until it is paged in: the order in
+//     which messages leave never depends on paging; when they leave, and
+//     so to which consumer, does. A snapshot records a paged-out message
+//     without its body.
+//
+// Streams (stream.go) are a separate state machine (Stream) that has not
+// been turned into commands yet: it still settles by count and keeps
+// consumers as pointers.
 package queue

@@ -77,21 +77,3 @@ func (q *Queue) dropHead(keepLast bool, dls *[]DeadLetter) {
 		*dls = append(*dls, DeadLetter{Entry: q.remove(q.next()).entry(), Reason: ReasonMaxLen})
 	}
 }
-
-// ReturnAt is Return at time now (unix ms) with the delivery limit and TTL
-// applied: a message delivered more than Config.DeliveryLimit times comes
-// back as a dead letter with reason "delivery_limit", and one that has
-// expired with reason "expired" (ok true); otherwise it is requeued as by
-// Return (ok false). Either way the delivery is settled.
-func (q *Queue) ReturnAt(c *Consumer, e Entry, now int64) (dl DeadLetter, ok bool) {
-	if lim := q.cfg.DeliveryLimit; lim >= 0 && int64(e.Deliveries) > lim {
-		q.Settle(c, 1)
-		return DeadLetter{Entry: e, Reason: ReasonDeliveryLimit}, true
-	}
-	if now != 0 && e.Expires != 0 && e.Expires <= now {
-		q.Settle(c, 1)
-		return DeadLetter{Entry: e, Reason: ReasonExpired}, true
-	}
-	q.Return(c, e)
-	return DeadLetter{}, false
-}

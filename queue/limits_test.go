@@ -165,7 +165,7 @@ func TestDeliveryLimitAndDiscard(t *testing.T) {
 				if len(ds) != 1 {
 					t.Fatalf("round %d: %d deliveries", i, len(ds))
 				}
-				if dl, ok := q.ReturnAt(c, ds[0].Entry, 1); ok {
+				if dl, ok := q.ReturnAt(ds[0].Entry.Seq, 1); ok {
 					if i != tt.returns-1 {
 						t.Fatalf("dead-lettered early, round %d", i)
 					}
@@ -186,7 +186,7 @@ func TestDeliveryLimitAndDiscard(t *testing.T) {
 	_ = q.AddConsumer(c)
 	q.Publish(msg("x"))
 	ds := q.Dispatch(nil)
-	dl := q.Discard(c, ds[0].Entry)
+	dl, _ := q.Discard(ds[0].Entry.Seq)
 	if dl.Reason != ReasonRejected || string(dl.Entry.Msg.Body) != "x" || q.Unacked() != 0 || c.Unacked() != 0 {
 		t.Fatalf("discard %+v unacked %d", dl, q.Unacked())
 	}

@@ -57,8 +57,8 @@ func TestPriorityRequeueAndPurge(t *testing.T) {
 	ds := q.Dispatch(nil) // h1, l1
 	q.Publish(pmsg("h2", 3))
 	q.Publish(pmsg("l2", 1))
-	q.Return(c, ds[1].Entry) // l1 back ahead of l2, behind h2
-	q.Return(c, ds[0].Entry) // h1 back ahead of h2
+	q.Return(ds[1].Entry.Seq) // l1 back ahead of l2, behind h2
+	q.Return(ds[0].Entry.Seq) // h1 back ahead of h2
 	c.Prefetch = 0
 	var got []string
 	for _, d := range q.Dispatch(nil) {
@@ -112,6 +112,6 @@ func BenchmarkPriorityPublishDeliverAck(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		q.Publish(ms[i&1])
 		scratch = q.Dispatch(scratch[:0])
-		q.Settle(c, len(scratch))
+		settleAll(q, scratch)
 	}
 }

@@ -6,6 +6,13 @@ import "errors"
 // exclusive consumer was asked for while others consume.
 var ErrExclusiveConsumer = errors.New("queue: in exclusive use")
 
+// ErrUnknownConsumer means a command named a consumer the queue does not
+// have.
+var ErrUnknownConsumer = errors.New("queue: no such consumer")
+
+// ErrUnknownCommand means Apply was given a command it does not know.
+var ErrUnknownCommand = errors.New("queue: unknown command")
+
 // Delivery is an effect of Dispatch or Get: hand Entry to Consumer.
 type Delivery struct {
 	Consumer *Consumer
@@ -30,6 +37,21 @@ type Queue struct {
 	cursor    int         // round-robin position in consumers
 	groups    []group     // consumers by priority, highest first
 	prioCount int         // consumers with a non-zero Priority
+
+	// held is the unacknowledged deliveries by message id (Seq): the
+	// entry as delivered and the consumer it went to (nil for basic.get).
+	// It is only ever looked up, never iterated where iteration order
+	// could reach an effect (Snapshot sorts).
+	held map[uint64]held
+	// pubs is the highest sequence enqueued per publisher, for the
+	// deduplication of resends (dedup.go).
+	pubs map[PublisherID]uint64
+	// lastUsed is when the queue was last used (unix ms), for
+	// Config.Expires; expired is set once Tick has reported the expiry.
+	lastUsed int64
+	expired  bool
+	// scratch is Apply's buffer for the deliveries of a checkout.
+	scratch []Delivery
 }
 
 // New returns an empty queue with the default configuration: no TTL, no
@@ -92,9 +114,8 @@ func (q *Queue) pushPrio(e slot, p int) {
 }
 
 // requeue puts a delivered entry back ahead of its lane's new messages.
-func (q *Queue) requeue(e Entry) {
-	s := toSlot(e)
-	if p := q.priority(e.Msg); p > 0 {
+func (q *Queue) requeue(s slot) {
+	if p := q.priority(s.msg); p > 0 {
 		q.hi[p-1].requeued.push(s)
 		q.hiReady++
 	} else {
@@ -205,10 +226,6 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 		if c == nil {
 			return out
 		}
-		if !c.NoAck {
-			c.unacked++
-			q.unacked++
-		}
 		out = q.deliverHead(out, c)
 	}
 }
@@ -241,25 +258,24 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 		if c == nil {
 			return out
 		}
-		if !c.NoAck {
-			c.unacked++
-			q.unacked++
-		}
 		out = q.deliverHead(out, c)
 	}
 	return out
 }
 
 // deliverHead takes the next ready entry in queue order, counting a
-// delivery, and appends its delivery to c. New messages are delivered
-// from their slot in place: copying a slot out costs more than the rest
-// of dispatch.
+// delivery, and appends its delivery to c; unless c is NoAck the entry
+// is held as unacknowledged. New messages are delivered from their slot
+// in place: copying a slot out costs more than the rest of dispatch.
 func (q *Queue) deliverHead(out []Delivery, c *Consumer) []Delivery {
 	l := &q.base
 	if q.hiReady > 0 || len(q.base.requeued) > 0 {
 		l = q.next()
 		if len(l.requeued) > 0 {
 			e := q.take()
+			if !c.NoAck {
+				q.hold(&e, c)
+			}
 			return appendDelivery(out, c, &e)
 		}
 		if l != &q.base {
@@ -268,6 +284,9 @@ func (q *Queue) deliverHead(out []Delivery, c *Consumer) []Delivery {
 	}
 	h := l.ready.front()
 	h.delivered()
+	if !c.NoAck {
+		q.hold(h, c)
+	}
 	out = appendDelivery(out, c, h)
 	q.readyLen -= int64(h.size)
 	l.ready.drop()
@@ -321,7 +340,7 @@ func (q *Queue) Get(noAck bool) (Entry, bool) {
 	}
 	e := q.take()
 	if !noAck {
-		q.unacked++
+		q.hold(&e, nil)
 	}
 	return e.entry(), true
 }
@@ -334,24 +353,6 @@ func (q *Queue) GetAt(noAck bool, now int64) (Entry, bool, []DeadLetter) {
 	q.expireNext(now, &dls)
 	e, ok := q.Get(noAck)
 	return e, ok, dls
-}
-
-// Settle records that n deliveries made to c (nil for basic.get) were
-// acknowledged or discarded.
-func (q *Queue) Settle(c *Consumer, n int) {
-	if c != nil {
-		c.unacked -= n
-	}
-	q.unacked -= n
-}
-
-// Return puts a delivery made to c (nil for basic.get) back in the queue,
-// ahead of every message of its priority never delivered, in Seq order,
-// marked redelivered. It applies no delivery limit (ReturnAt does).
-func (q *Queue) Return(c *Consumer, e Entry) {
-	q.Settle(c, 1)
-	e.Redelivered = true
-	q.requeue(e)
 }
 
 // Purge drops every ready message and returns how many there were.

@@ -14,6 +14,13 @@ func bodies(ds []Delivery) []string {
 	return out
 }
 
+// settleAll acknowledges every delivery of ds.
+func settleAll(q *Queue, ds []Delivery) {
+	for i := range ds {
+		q.Settle(ds[i].Entry.Seq)
+	}
+}
+
 func equal(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -113,12 +120,12 @@ func TestReturnKeepsOrder(t *testing.T) {
 	}
 	// Return out of order: the queue must give them back in queue order,
 	// ahead of 4 and 5, marked redelivered.
-	q.Return(c, ds[2].Entry)
-	q.Return(c, ds[0].Entry)
+	q.Return(ds[2].Entry.Seq)
+	q.Return(ds[0].Entry.Seq)
 	if q.Unacked() != 1 || c.Unacked() != 1 {
 		t.Fatalf("unacked %d/%d, want 1", q.Unacked(), c.Unacked())
 	}
-	q.Settle(c, 1) // "2"
+	q.Settle(ds[1].Entry.Seq) // "2"
 	var all []Delivery
 	for q.Ready() > 0 {
 		ds := q.Dispatch(nil)
@@ -126,7 +133,7 @@ func TestReturnKeepsOrder(t *testing.T) {
 			t.Fatal("no progress")
 		}
 		for _, d := range ds {
-			q.Settle(c, 1)
+			q.Settle(d.Entry.Seq)
 			all = append(all, d)
 		}
 	}
@@ -221,7 +228,7 @@ func BenchmarkPublishDeliverAck(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		q.Publish(m)
 		scratch = q.Dispatch(scratch[:0])
-		q.Settle(c, len(scratch))
+		settleAll(q, scratch)
 	}
 }
 

@@ -95,7 +95,7 @@ func TestSingleActiveConsumer(t *testing.T) {
 	if q.ActiveConsumer() != b {
 		t.Fatalf("active %v, want b", q.ActiveConsumer().Tag)
 	}
-	q.Return(a, ds[0].Entry)
+	q.Return(ds[0].Entry.Seq)
 	got := ""
 	for _, d := range q.Dispatch(nil) {
 		got += d.Consumer.Tag

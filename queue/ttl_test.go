@@ -133,14 +133,14 @@ func TestRequeuedKeepsExpiry(t *testing.T) {
 	_ = q.AddConsumer(c)
 	q.PublishAt(msg("a"), 1000, -1)
 	ds, _ := q.DispatchAt(nil, 1000)
-	if dl, ok := q.ReturnAt(c, ds[0].Entry, 1050); ok {
+	if dl, ok := q.ReturnAt(ds[0].Entry.Seq, 1050); ok {
 		t.Fatalf("returned live message dead-lettered: %v", dl)
 	}
 	if q.NextExpiry() != 1100 {
 		t.Fatalf("next expiry %d", q.NextExpiry())
 	}
 	ds, _ = q.DispatchAt(nil, 1060)
-	if dl, ok := q.ReturnAt(c, ds[0].Entry, 1100); !ok || dl.Reason != ReasonExpired {
+	if dl, ok := q.ReturnAt(ds[0].Entry.Seq, 1100); !ok || dl.Reason != ReasonExpired {
 		t.Fatalf("expired return: %v %v", dl, ok)
 	}
 	if q.Ready() != 0 || q.Unacked() != 0 || c.Unacked() != 0 {
@@ -177,6 +177,6 @@ func BenchmarkTTLPublishDeliverAck(b *testing.B) {
 	for i := int64(1); b.Loop(); i++ {
 		q.PublishAt(m, i, -1)
 		scratch, _ = q.DispatchAt(scratch[:0], i)
-		q.Settle(c, len(scratch))
+		settleAll(q, scratch)
 	}
 }

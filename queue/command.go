@@ -1,0 +1,300 @@
+package queue
+
+// Commands and effects. Every change of a queue's state can be written as
+// a Cmd, a plain value, and applied with Apply, which appends what the
+// owner must carry out to a slice the caller owns. Applying the same
+// commands, in the same order, to queues in the same state (a new one, or
+// one loaded from the same Snapshot) gives the same state and the same
+// effects: nothing inside reads a clock, a random source or this node's
+// memory, and no map is iterated where its order could show. That is what
+// a replicated log needs: the log holds commands, every replica applies
+// them, the leader carries out the effects.
+//
+// The typed methods (Publish, PublishAt, AddConsumer, Dispatch, Settle,
+// ...) are the same transitions, called directly by an owner that applies
+// commands as they come (a single node); Apply is the one entry a log
+// replays through.
+
+// PublisherID names a publisher (a confirming channel) for the
+// deduplication of resends; 0 is a publisher that is not tracked.
+type PublisherID uint64
+
+// Op is what a command does.
+type Op uint8
+
+// The commands.
+const (
+	// OpEnqueue publishes Msg at Now with per-message TTL TTL (-1 = none).
+	// With a Publisher, PubSeq is its sequence number: a sequence not
+	// above the highest already enqueued by that publisher is a resend,
+	// not enqueued again but confirmed (EffConfirm) again.
+	OpEnqueue Op = iota + 1
+	// OpAttach adds consumer Consumer with Prefetch, Priority, NoAck and
+	// Exclusive.
+	OpAttach
+	// OpDetach removes consumer Consumer; its unacknowledged deliveries
+	// stay held.
+	OpDetach
+	// OpCheckout hands ready messages to consumers with credit at Now
+	// (EffDeliver; expired heads become EffDeadLetter).
+	OpCheckout
+	// OpGet takes the next ready message for basic.get at Now (EffDeliver
+	// with Consumer 0), held unless NoAck.
+	OpGet
+	// OpSettle acknowledges the delivery of message Seq (EffSettled).
+	OpSettle
+	// OpReturn requeues the delivery of message Seq at Now, or
+	// dead-letters it past the delivery limit or its expiry.
+	OpReturn
+	// OpDiscard rejects the delivery of message Seq without requeue
+	// (EffDeadLetter, reason rejected).
+	OpDiscard
+	// OpPurge drops every ready message (EffSettled for each).
+	OpPurge
+	// OpTick expires messages at the heads at Now (EffDeadLetter), and
+	// reports the queue's own expiry (EffExpired) once it is due.
+	OpTick
+	// OpSetConfig applies Config at Now (a policy was set or cleared).
+	OpSetConfig
+	// OpForget forgets Publisher's highest sequence (its channel closed).
+	OpForget
+	// OpTouch records a use of the queue at Now, for Config.Expires (a
+	// redeclare).
+	OpTouch
+)
+
+// Cmd is one command. Which fields count depends on Op; the others are
+// ignored. Now is the time the command was issued at, in unix ms (0 = no
+// clock: no TTL applies); it is part of the command so that every replica
+// applies the same time.
+type Cmd struct {
+	Op  Op
+	Now int64
+
+	// Enqueue.
+	Msg       *Message
+	TTL       int64
+	Publisher PublisherID
+	PubSeq    uint64
+
+	// Attach, detach; Get's and Attach's NoAck.
+	Consumer  ConsumerID
+	Tag       string
+	Prefetch  int
+	Priority  int
+	NoAck     bool
+	Exclusive bool
+
+	// Settle, return, discard: the message id.
+	Seq uint64
+
+	// SetConfig.
+	Config Config
+}
+
+// EffectKind is what an effect asks of the owner.
+type EffectKind uint8
+
+// The effects.
+const (
+	// EffDeliver: send Entry to consumer Consumer (0: the basic.get that
+	// asked).
+	EffDeliver EffectKind = iota + 1
+	// EffDeadLetter: Entry left the queue unacknowledged for Reason:
+	// delete its durable record and, with a dead-letter exchange,
+	// republish it there (queue.DeadLetter).
+	EffDeadLetter
+	// EffSettled: Entry left the queue acknowledged or purged: delete its
+	// durable record or spilled copy.
+	EffSettled
+	// EffConfirm: confirm Publisher's publish PubSeq (basic.ack).
+	EffConfirm
+	// EffReject: Publisher's publish PubSeq was refused by a length limit
+	// (basic.nack).
+	EffReject
+	// EffExpired: the queue went unused for Config.Expires: delete it.
+	EffExpired
+)
+
+// Effect is one thing the owner must do after Apply.
+type Effect struct {
+	Kind      EffectKind
+	Consumer  ConsumerID
+	Publisher PublisherID
+	PubSeq    uint64
+	// Reason is the dead-letter reason of EffDeadLetter.
+	Reason string
+	Entry  Entry
+}
+
+// Apply applies cmd and appends its effects to out. It returns an error,
+// having changed nothing, for a command the state refuses:
+// ErrExclusiveConsumer (attach), ErrUnknownConsumer (detach),
+// ErrUnknownMessage (settle, return, discard). Refusals are deterministic
+// too: every replica refuses the same command.
+func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
+	switch cmd.Op {
+	case OpEnqueue:
+		return q.applyEnqueue(cmd, out), nil
+	case OpAttach:
+		q.touch(cmd.Now)
+		c := &Consumer{ID: cmd.Consumer, Tag: cmd.Tag, NoAck: cmd.NoAck, Exclusive: cmd.Exclusive,
+			Prefetch: cmd.Prefetch, Priority: cmd.Priority}
+		return out, q.AddConsumer(c)
+	case OpDetach:
+		c := q.consumer(cmd.Consumer)
+		if c == nil {
+			return out, ErrUnknownConsumer
+		}
+		q.RemoveConsumer(c)
+		q.touch(cmd.Now)
+		return out, nil
+	case OpCheckout:
+		return q.applyCheckout(cmd.Now, out), nil
+	case OpGet:
+		q.touch(cmd.Now)
+		var dls []DeadLetter
+		if cmd.Now != 0 {
+			q.expireNext(cmd.Now, &dls)
+		}
+		out = appendDeadLetters(out, dls)
+		if e, ok := q.Get(cmd.NoAck); ok {
+			out = append(out, Effect{Kind: EffDeliver, Entry: e})
+		}
+		return out, nil
+	case OpSettle:
+		e, ok := q.Settle(cmd.Seq)
+		if !ok {
+			return out, ErrUnknownMessage
+		}
+		return append(out, Effect{Kind: EffSettled, Entry: e}), nil
+	case OpReturn:
+		if _, ok := q.held[cmd.Seq]; !ok {
+			return out, ErrUnknownMessage
+		}
+		if dl, dead := q.ReturnAt(cmd.Seq, cmd.Now); dead {
+			out = append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry})
+		}
+		return out, nil
+	case OpDiscard:
+		dl, ok := q.Discard(cmd.Seq)
+		if !ok {
+			return out, ErrUnknownMessage
+		}
+		return append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry}), nil
+	case OpPurge:
+		q.PurgeEach(func(e Entry) { out = append(out, Effect{Kind: EffSettled, Entry: e}) })
+		return out, nil
+	case OpTick:
+		var dls []DeadLetter
+		if cmd.Now != 0 {
+			q.expire(cmd.Now, &dls)
+		}
+		out = appendDeadLetters(out, dls)
+		if q.expiryDue(cmd.Now) {
+			q.expired = true
+			out = append(out, Effect{Kind: EffExpired})
+		}
+		return out, nil
+	case OpSetConfig:
+		return appendDeadLetters(out, q.SetConfig(cmd.Config, cmd.Now)), nil
+	case OpForget:
+		q.Forget(cmd.Publisher)
+		return out, nil
+	case OpTouch:
+		q.touch(cmd.Now)
+		return out, nil
+	}
+	return out, ErrUnknownCommand
+}
+
+func (q *Queue) applyEnqueue(cmd *Cmd, out []Effect) []Effect {
+	if cmd.Publisher != 0 && !q.firstSend(cmd.Publisher, cmd.PubSeq) {
+		return append(out, Effect{Kind: EffConfirm, Publisher: cmd.Publisher, PubSeq: cmd.PubSeq})
+	}
+	var (
+		accepted = true
+		dls      []DeadLetter
+	)
+	if cmd.Now == 0 && cmd.TTL < 0 {
+		accepted = q.Publish(cmd.Msg) != 0
+	} else {
+		_, accepted, dls = q.PublishAt(cmd.Msg, cmd.Now, cmd.TTL)
+	}
+	out = appendDeadLetters(out, dls)
+	if cmd.Publisher != 0 {
+		k := EffConfirm
+		if !accepted {
+			k = EffReject
+		}
+		out = append(out, Effect{Kind: k, Publisher: cmd.Publisher, PubSeq: cmd.PubSeq})
+	}
+	return out
+}
+
+func (q *Queue) applyCheckout(now int64, out []Effect) []Effect {
+	var ds []Delivery
+	var dls []DeadLetter
+	if now != 0 {
+		ds, dls = q.DispatchAt(q.scratch[:0], now)
+	} else {
+		ds = q.Dispatch(q.scratch[:0])
+	}
+	out = appendDeadLetters(out, dls)
+	for i := range ds {
+		out = append(out, Effect{Kind: EffDeliver, Consumer: ds[i].Consumer.ID, Entry: ds[i].Entry})
+		ds[i] = Delivery{}
+	}
+	q.scratch = ds[:0]
+	return out
+}
+
+func appendDeadLetters(out []Effect, dls []DeadLetter) []Effect {
+	for i := range dls {
+		out = append(out, Effect{Kind: EffDeadLetter, Reason: dls[i].Reason, Entry: dls[i].Entry})
+	}
+	return out
+}
+
+// SetGate makes g the gate of consumer id (Consumer.Gate), a limit of this
+// node's that is not part of the state, and reports whether the queue has
+// that consumer.
+func (q *Queue) SetGate(id ConsumerID, g Gate) bool {
+	c := q.consumer(id)
+	if c == nil {
+		return false
+	}
+	c.Gate = g
+	return true
+}
+
+// consumer returns the registered consumer id, or nil. It looks from the
+// newest: SetGate follows OpAttach.
+func (q *Queue) consumer(id ConsumerID) *Consumer {
+	for i := len(q.consumers) - 1; i >= 0; i-- {
+		if c := q.consumers[i]; c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// touch records a use at now (unix ms; 0 = no clock) for Config.Expires.
+func (q *Queue) touch(now int64) {
+	if now > q.lastUsed {
+		q.lastUsed = now
+	}
+}
+
+// expiryDue reports whether the queue, unused since lastUsed, has expired
+// at now (Config.Expires): no consumer, and reported once.
+func (q *Queue) expiryDue(now int64) bool {
+	if q.cfg.Expires <= 0 || q.expired || now == 0 || len(q.consumers) > 0 {
+		return false
+	}
+	if q.lastUsed == 0 {
+		q.lastUsed = now
+		return false
+	}
+	return now >= q.lastUsed+q.cfg.Expires
+}
