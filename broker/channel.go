@@ -134,6 +134,8 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 // softClose sends channel.close for a channel exception and releases what
 // the channel holds.
 func (ch *channel) softClose(ae *amqp.Error) {
+	// The channel's publishes before the failing frame were taken.
+	ch.c.flushRoutes()
 	ch.pub = publishing{}
 	ch.closeWith(ae)
 }

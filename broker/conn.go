@@ -70,6 +70,8 @@ type conn struct {
 	// confirmDirty lists channels with confirms to send at the end of the
 	// current read batch.
 	confirmDirty []*channel
+	// batch holds publishes to many queues for one enqueue (batch.go).
+	batch routeBatch
 	// exclusive lists the exclusive queues this connection declared.
 	exclusive []*queueEntity
 
@@ -246,6 +248,8 @@ func silent(err error) error {
 // connection.close went out, waits for the peer's answer. It returns the
 // error that ended the connection.
 func (c *conn) fail(err error) error {
+	// Publishes read before the failure were taken: enqueue them.
+	c.flushRoutes()
 	c.handleErr(err)
 	if !c.closing.Load() {
 		return err
@@ -566,6 +570,7 @@ func (c *conn) kickStarved() {
 // flushConfirms sends the publisher confirms gathered during the read
 // batch, one basic.ack per channel covering all of them.
 func (c *conn) flushConfirms() {
+	c.flushRoutes()
 	for i, ch := range c.confirmDirty {
 		ch.flushConfirms()
 		c.confirmDirty[i] = nil
