@@ -14,9 +14,10 @@ import (
 )
 
 // schemaVersion is the layout version this code reads and writes (see doc.go).
-// Version 2 added chunked message bodies (large.go); a version-1 database has none
-// and is read as it is (Open rewrites its version).
-const schemaVersion = 2
+// Version 2 added chunked message bodies (large.go), version 3 the ordered logs
+// (prefix 'r', logs.go); an older database has neither, and upgrade makes it
+// version 3.
+const schemaVersion = 3
 
 const (
 	defaultGCInterval = time.Minute
@@ -188,12 +189,9 @@ func (s *Store) init() error {
 			}
 			switch v {
 			case schemaVersion:
-			case 1:
-				// Version 2 only added records: nothing to rewrite. Older
-				// builds must not open the database any more.
-				rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
-				if err := txn.Set(schemaKey, rec); err != nil {
-					return fmt.Errorf("store: write schema version: %w", err)
+			case 1, 2:
+				if err := s.upgrade(txn, v); err != nil {
+					return err
 				}
 			default:
 				return fmt.Errorf("%w: %d, this build knows %d", ErrSchemaVersion, v, schemaVersion)
@@ -213,6 +211,32 @@ func (s *Store) init() error {
 		}
 		return nil
 	})
+}
+
+// upgrade brings a database of schema version from up to schemaVersion, in
+// txn. Versions 2 and 3 only added records (chunked bodies, then the logs
+// under prefix 'r', which older builds never wrote): messages and definitions
+// stay as they are. Any key under 'r' is deleted all the same, so that a log
+// starts empty, and the new version is written so that older builds refuse the
+// database from now on.
+func (s *Store) upgrade(txn *badger.Txn, from uint64) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixLog}, PrefetchValues: false})
+	var stray [][]byte
+	for it.Rewind(); it.Valid(); it.Next() {
+		stray = append(stray, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range stray {
+		if err := txn.Delete(k); err != nil {
+			return fmt.Errorf("store: upgrade from schema %d: %w", from, err)
+		}
+	}
+	rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
+	if err := txn.Set(schemaKey, rec); err != nil {
+		return fmt.Errorf("store: write schema version: %w", err)
+	}
+	s.log.Info("upgraded the data dir's schema", zap.Uint64("from", from), zap.Uint64("to", schemaVersion), zap.Int("stray-log-keys", len(stray)))
+	return nil
 }
 
 // readUvarintRecord decodes a record whose payload is one uvarint.
