@@ -97,7 +97,8 @@ type Store struct {
 	lateMarks [2]map[msgRef]uint32
 	late      int
 
-	gcRuns atomic.Int64 // value-log GC rounds started, for tests
+	gcRuns  atomic.Int64 // value-log GC rounds started, for tests
+	commits atomic.Int64 // group commits started by the writer, for tests
 	// cancelled counts appends removed before their group commit, and so
 	// never written (cancelSettled).
 	cancelled atomic.Int64
