@@ -171,8 +171,14 @@ func NewLocalLog(cfg LocalLogConfig) (*LocalLog, error) {
 
 // Start restores the machine from the log's snapshot, if any, applies the
 // entries after it, and starts the apply goroutine, which Close stops.
-// Entries after a gap (left by a failed write) are deleted.
+// Entries after a gap (left by a failed write) are deleted. It may be called
+// once; proposals before it fail with ErrLogClosed.
 func (l *LocalLog) Start() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.next != 0 {
+		return fmt.Errorf("%w: Start after Start or Close", ErrLogClosed)
+	}
 	last := uint64(0)
 	v, err := l.log.Value(snapshotKey)
 	switch {

@@ -270,3 +270,32 @@ func TestLocalLogWriteFailure(t *testing.T) {
 		t.Fatalf("proposal after reopen: %+v %v, want index 5", a, err)
 	}
 }
+
+// TestLocalLogLifecycle: proposals before Start and after Close fail with
+// ErrLogClosed, Start runs once, Close is idempotent.
+func TestLocalLogLifecycle(t *testing.T) {
+	st := openLogStore(t, t.TempDir())
+	l, err := broker.NewLocalLog(broker.LocalLogConfig{Store: st, LogID: 1, Machine: newKV()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Propose(context.Background(), []byte("a=1")); !errors.Is(err, broker.ErrLogClosed) {
+		t.Fatalf("proposal before Start: %v", err)
+	}
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(); !errors.Is(err, broker.ErrLogClosed) {
+		t.Fatalf("second Start: %v", err)
+	}
+	if a, err := l.Propose(context.Background(), []byte("a=1")); err != nil || a.Index != 1 {
+		t.Fatalf("proposal: %+v %v", a, err)
+	}
+	closeLogStore(t, l, st)
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := l.Propose(context.Background(), []byte("a=2")); !errors.Is(err, broker.ErrLogClosed) {
+		t.Fatalf("proposal after Close: %v", err)
+	}
+}
