@@ -68,10 +68,12 @@ type Store struct {
 	maxBatch   int
 	maxBacklog int64
 
-	// lifeMu is held for reading by calls that use db directly and for writing by Close,
-	// so db is never used after it is closed.
-	lifeMu sync.RWMutex
-	closed bool
+	// lifeMu is held for reading by calls that use db directly and for writing by Close
+	// to set closed, so db is never used after it is closed. closeDone is closed when
+	// Close has finished.
+	lifeMu    sync.RWMutex
+	closed    bool
+	closeDone chan struct{}
 
 	// defMu serializes definition writes so id assignment and the counters agree.
 	defMu  sync.Mutex
@@ -154,6 +156,7 @@ func Open(cfg Config) (*Store, error) {
 		lateMarks:  [2]map[msgRef]uint32{make(map[msgRef]uint32), make(map[msgRef]uint32)},
 		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
+		closeDone:  make(chan struct{}),
 	}
 	s.cond.L = &s.mu
 	if err := s.init(); err != nil {
@@ -257,14 +260,22 @@ func readUvarintRecord(item *badger.Item) (uint64, error) {
 
 // Close writes and syncs everything submitted to the journal (running its callbacks),
 // stops the store's goroutines and closes Badger. Appends after Close fail with
-// ErrClosed; Remove and MarkDelivered after Close are dropped. Close is idempotent.
+// ErrClosed; Remove and MarkDelivered after Close are dropped. Close is idempotent: a
+// second call waits for the first.
+//
+// Close holds lifeMu only to set closed: the store's goroutines (the trimmer takes
+// lifeMu to read) are stopped and waited for after it is released, and Badger is
+// closed after them, when no call can use it any more.
 func (s *Store) Close() error {
 	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
 	if s.closed {
+		s.lifeMu.Unlock()
+		<-s.closeDone
 		return nil
 	}
 	s.closed = true
+	s.lifeMu.Unlock()
+	defer close(s.closeDone)
 
 	s.mu.Lock()
 	s.stopping = true
