@@ -303,6 +303,7 @@ func (qe *queueEntity) dispatchLocked() {
 // connection and records it as unacknowledged. Hold qe.mu.
 func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 	ch.mu.Lock()
+	ch.stats.countDeliveryLocked(cons.NoAck, e.Redelivered)
 	ch.nextTag++
 	tag := ch.nextTag
 	if !cons.NoAck {
@@ -372,12 +373,14 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	}
 	if !ok {
 		qe.mu.Unlock()
+		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
 	qe.journalDelivery(m.NoAck, e)
 	qe.stats.countGet(e.Redelivered)
 	ch.mu.Lock()
+	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
@@ -453,6 +456,7 @@ func (ch *channel) ack(tag uint64, multiple bool) error {
 		if !ok {
 			return unknownTag(tag, 80)
 		}
+		ch.stats.ack.Add(uint64(len(taken)))
 		ch.txAcks = append(ch.txAcks, txAck{ps: taken, ack: true})
 		return nil
 	}
@@ -460,6 +464,7 @@ func (ch *channel) ack(tag uint64, multiple bool) error {
 	if !ok {
 		return unknownTag(tag, 80)
 	}
+	ch.stats.ack.Add(uint64(len(taken)))
 	ch.settle(taken)
 	ch.doneScratch(taken)
 	return nil

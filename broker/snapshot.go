@@ -65,6 +65,9 @@ type ExchangeInfo struct {
 	VHost, Name, Type             string
 	Durable, AutoDelete, Internal bool
 	Arguments                     amqp.Table
+	// PublishIn counts the messages published to the exchange,
+	// PublishOut those it routed to at least one queue.
+	PublishIn, PublishOut uint64
 }
 
 // BindingInfo describes a binding. The default exchange's implicit
@@ -95,6 +98,9 @@ type ConnectionInfo struct {
 	Heartbeat        time.Duration
 	Channels         int
 	SendPending      int64
+	// RecvOct and SendOct count the bytes read and written, RecvCnt and
+	// SendCnt the read and write calls.
+	RecvOct, RecvCnt, SendOct, SendCnt uint64
 }
 
 // ChannelInfo describes a channel.
@@ -111,6 +117,9 @@ type ChannelInfo struct {
 	Prefetch       int
 	// Confirm and Transactional tell the channel's mode.
 	Confirm, Transactional bool
+	// Unconfirmed counts publishes awaiting a confirm.
+	Unconfirmed int
+	Stats       ChannelStats
 }
 
 // ConsumerInfo describes a consumer.
@@ -252,10 +261,12 @@ func (b *Broker) Queue(vhostName, name string) (QueueInfo, error) {
 	return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", name, vhostName, ErrNotFound)
 }
 
-func exchangeInfo(v *vhost, ex *exchangeEntity) ExchangeInfo {
+func exchangeInfo(v *vhost, ex *exchangeEntity, counts map[exKey][2]uint64) ExchangeInfo {
+	c := counts[exKey{v.name, ex.name}]
 	return ExchangeInfo{
 		VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: ex.durable,
 		AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: maps.Clone(ex.args),
+		PublishIn: c[0], PublishOut: c[1],
 	}
 }
 
@@ -267,11 +278,12 @@ func (b *Broker) Exchanges(vhostName string) ([]ExchangeInfo, error) {
 		return nil, err
 	}
 	var out []ExchangeInfo
+	counts := b.exchangeTotals()
 	for _, v := range vs {
 		v.mu.RLock()
 		start := len(out)
 		for _, ex := range v.exchanges {
-			out = append(out, exchangeInfo(v, ex))
+			out = append(out, exchangeInfo(v, ex, counts))
 		}
 		v.mu.RUnlock()
 		part := out[start:]
@@ -286,13 +298,14 @@ func (b *Broker) Exchange(vhostName, name string) (ExchangeInfo, error) {
 	if v == nil {
 		return ExchangeInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
+	counts := b.exchangeTotals()
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	ex := v.exchanges[name]
 	if ex == nil {
 		return ExchangeInfo{}, fmt.Errorf("exchange %q in vhost %q: %w", name, vhostName, ErrNotFound)
 	}
-	return exchangeInfo(v, ex), nil
+	return exchangeInfo(v, ex, counts), nil
 }
 
 // Bindings lists the bindings of a vhost (every vhost when empty): first
@@ -343,6 +356,8 @@ func (b *Broker) Connections() []ConnectionInfo {
 	out := make([]ConnectionInfo, 0, len(b.conns))
 	for c := range b.conns {
 		ci := ConnectionInfo{Name: connName(c), ID: c.id, ConnectedAt: c.connectedAt, SendPending: c.out.pending.Load(), Channels: perConn[c]}
+		ci.RecvOct, ci.RecvCnt = c.rd.octets.recvOct.Load(), c.rd.octets.recvCnt.Load()
+		ci.SendOct, ci.SendCnt = c.rd.octets.sendOct.Load(), c.rd.octets.sendCnt.Load()
 		ci.PeerHost, ci.PeerPort = splitAddr(c.nc.RemoteAddr())
 		ci.Host, ci.Port = splitAddr(c.nc.LocalAddr())
 		// The reader sets these during the handshake, before it names
@@ -417,7 +432,9 @@ func (b *Broker) Channels() []ChannelInfo {
 		ch.mu.Lock()
 		closed := ch.closed
 		ci.Consumers, ci.Unacked = len(ch.consumers), ch.unacked.len()
+		ci.Stats = ch.statsLocked()
 		ch.mu.Unlock()
+		ci.Unconfirmed = ch.unconfirmed()
 		if !closed {
 			out = append(out, ci)
 		}
