@@ -167,7 +167,7 @@ type mgmtState struct {
 	retiredPublish, retiredDeliver, retiredGet, retiredAck, retiredRedeliver atomic.Uint64
 
 	connsOpened, connsClosed, chansOpened, chansClosed atomic.Uint64
-	queuesDeclared, queuesCreated, queuesDeleted      atomic.Uint64
+	queuesDeclared, queuesCreated, queuesDeleted       atomic.Uint64
 
 	// mu (a leaf lock) guards the fields below.
 	mu    sync.Mutex
