@@ -120,6 +120,9 @@ type ChannelInfo struct {
 	// Unconfirmed counts publishes awaiting a confirm.
 	Unconfirmed int
 	Stats       ChannelStats
+	// Published counts the channel's publishes by exchange name: all of
+	// them, and those routed to a queue.
+	Published map[string][2]uint64
 }
 
 // ConsumerInfo describes a consumer.
@@ -432,7 +435,7 @@ func (b *Broker) Channels() []ChannelInfo {
 		ch.mu.Lock()
 		closed := ch.closed
 		ci.Consumers, ci.Unacked = len(ch.consumers), ch.unacked.len()
-		ci.Stats = ch.statsLocked()
+		ci.Stats, ci.Published = ch.statsLocked()
 		ch.mu.Unlock()
 		ci.Unconfirmed = ch.unconfirmed()
 		if !closed {

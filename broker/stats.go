@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"crypto/tls"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Message statistics for the management API and metrics. Each queue
@@ -204,8 +207,7 @@ func (m *mgmtState) addChannel(ch *channel) {
 // removeChannel forgets a channel that shut down, keeping its counters
 // in the totals. Hold ch.mu.
 func (m *mgmtState) removeChannel(ch *channel) {
-	st := ch.statsLocked()
-	ex := ch.exchangeSnapshot()
+	st, ex := ch.statsLocked()
 	vh := ""
 	if ch.c.vhost != nil {
 		vh = ch.c.vhost.name
@@ -256,25 +258,28 @@ func (m *mgmtState) channels() []*channel {
 func (ch *channel) statsSnapshot() ChannelStats {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return ch.statsLocked()
+	st, _ := ch.statsLocked()
+	return st
 }
 
-// statsLocked copies the channel's counters. Hold ch.mu (the confirm
-// tracker's mu and exMu are taken after it).
-func (ch *channel) statsLocked() ChannelStats {
+// statsLocked copies the channel's counters, and its publishes (in,
+// out) by exchange name. Hold ch.mu (the confirm tracker's mu and exMu
+// are taken after it).
+func (ch *channel) statsLocked() (ChannelStats, map[string][2]uint64) {
 	s := &ch.stats
 	out := ChannelStats{
 		Ack: s.ack.Load(), ReturnUnroutable: s.returnUnroutable.Load(),
 		DropUnroutable: s.dropUnroutable.Load(), GetEmpty: s.getEmpty.Load(),
 	}
-	for _, c := range ch.exchangeSnapshot() {
+	ex := ch.exchangeSnapshot()
+	for _, c := range ex {
 		out.Publish += c[0]
 	}
 	out.Deliver, out.DeliverNoAck, out.Get, out.GetNoAck, out.Redeliver = s.deliver, s.deliverNoAck, s.get, s.getNoAck, s.redeliver
 	ch.confirms.mu.Lock()
 	out.Confirm = ch.confirms.confirmed
 	ch.confirms.mu.Unlock()
-	return out
+	return out, ex
 }
 
 // unconfirmed is the number of publishes awaiting a confirm.
@@ -394,3 +399,52 @@ func (b *Broker) Churn() Churn {
 		QueuesDeleted: m.queuesDeleted.Load(),
 	}
 }
+
+// Resources are the node's resource figures, as the memory and disk
+// alarms see them.
+type Resources struct {
+	// MemUsed is the memory the Go runtime holds from the OS, less what it
+	// released; MemLimit the memory high watermark (0 = none).
+	MemUsed, MemLimit uint64
+	// DiskFree is the free space of the data directory's file system;
+	// DiskFreeLimit the disk alarm's threshold. Both are 0 without a data
+	// directory.
+	DiskFree, DiskFreeLimit uint64
+	// DataDir is the data directory ("" = none).
+	DataDir string
+}
+
+// Resources reads the node's memory and disk figures now.
+func (b *Broker) Resources() Resources {
+	a := &b.alarm
+	a.mu.Lock()
+	fraction, limit, diskLimit := a.memFraction, a.memBytes, a.diskLimit
+	a.mu.Unlock()
+	if limit == 0 && fraction > 0 {
+		if ram := totalMemory(); ram > 0 {
+			limit = uint64(fraction * float64(ram))
+		}
+	}
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	var used uint64
+	if samples[0].Value.Kind() == metrics.KindUint64 {
+		used = samples[0].Value.Uint64()
+	}
+	if samples[1].Value.Kind() == metrics.KindUint64 {
+		used -= min(used, samples[1].Value.Uint64())
+	}
+	r := Resources{MemUsed: used, MemLimit: limit, DataDir: b.cfg.DataDir}
+	if dir := b.cfg.DataDir; dir != "" {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err == nil {
+			r.DiskFree = uint64(st.Bavail) * uint64(st.Bsize)
+			r.DiskFreeLimit = diskLimit
+		}
+	}
+	return r
+}
+
+// AMQPSTLS is the amqps listener's TLS configuration (nil without one).
+// The caller must not change it.
+func (b *Broker) AMQPSTLS() *tls.Config { return b.cfg.TLS }
