@@ -287,7 +287,7 @@ func (qe *queueEntity) dispatchLocked() {
 		cons := ds[i].Consumer.Owner.(*consumer)
 		cons.ch.deliver(cons, qe, ds[i].Entry)
 		cons.ch.c.out.reserved.Add(-deliveryCost(ds[i].Entry.Msg.Size()))
-		qe.stats.countDelivery(ds[i].Entry.Redelivered)
+		qe.stats.countDelivery(cons.NoAck, ds[i].Entry.Redelivered)
 		qe.journalDelivery(cons.NoAck, ds[i].Entry)
 		ds[i] = queue.Delivery{}
 	}
@@ -372,13 +372,14 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		defer qe.flushDead()
 	}
 	if !ok {
+		qe.stats.getEmpty++
 		qe.mu.Unlock()
 		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
 	qe.journalDelivery(m.NoAck, e)
-	qe.stats.countGet(e.Redelivered)
+	qe.stats.countGet(m.NoAck, e.Redelivered)
 	ch.mu.Lock()
 	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
 	ch.nextTag++

@@ -23,6 +23,10 @@ type MessageStats struct {
 	// Get deliveries by basic.get; Redeliver deliveries of either kind
 	// marked redelivered; Ack deliveries settled by clients.
 	Publish, Deliver, Get, Redeliver, Ack uint64
+	// DeliverNoAck and GetNoAck count the deliveries and gets (among
+	// Deliver and Get) in automatic acknowledgement mode; GetEmpty the
+	// basic.get calls that found nothing.
+	DeliverNoAck, GetNoAck, GetEmpty uint64
 }
 
 func (s *MessageStats) add(o MessageStats) {
@@ -31,10 +35,16 @@ func (s *MessageStats) add(o MessageStats) {
 	s.Get += o.Get
 	s.Redeliver += o.Redeliver
 	s.Ack += o.Ack
+	s.DeliverNoAck += o.DeliverNoAck
+	s.GetNoAck += o.GetNoAck
+	s.GetEmpty += o.GetEmpty
 }
 
 func (s queueStats) export() MessageStats {
-	return MessageStats{Publish: s.publish, Deliver: s.deliver, Get: s.get, Redeliver: s.redeliver, Ack: s.ack}
+	return MessageStats{
+		Publish: s.publish, Deliver: s.deliver, Get: s.get, Redeliver: s.redeliver, Ack: s.ack,
+		DeliverNoAck: s.deliverNoAck, GetNoAck: s.getNoAck, GetEmpty: s.getEmpty,
+	}
 }
 
 // QueueInfo describes a queue.
@@ -520,6 +530,7 @@ func (b *Broker) Overview() Overview {
 	o.Totals = MessageStats{
 		Publish: m.retiredPublish.Load(), Deliver: m.retiredDeliver.Load(), Get: m.retiredGet.Load(),
 		Redeliver: m.retiredRedeliver.Load(), Ack: m.retiredAck.Load(),
+		DeliverNoAck: m.retiredDeliverNoAck.Load(), GetNoAck: m.retiredGetNoAck.Load(), GetEmpty: m.retiredGetEmpty.Load(),
 	}
 	o.Channels = len(m.channels())
 	b.mu.Lock()

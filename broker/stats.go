@@ -30,19 +30,29 @@ type queueStats struct {
 	// ack counts deliveries settled by the client (ack, or reject and nack
 	// without requeue).
 	ack uint64
+	// deliverNoAck and getNoAck count the deliveries and gets (among
+	// deliver and get) in automatic acknowledgement mode; getEmpty the
+	// basic.get calls that found the queue empty.
+	deliverNoAck, getNoAck, getEmpty uint64
 }
 
 // countDelivery records one delivery to a consumer. Hold the queue's mu.
-func (s *queueStats) countDelivery(redelivered bool) {
+func (s *queueStats) countDelivery(noAck, redelivered bool) {
 	s.deliver++
+	if noAck {
+		s.deliverNoAck++
+	}
 	if redelivered {
 		s.redeliver++
 	}
 }
 
 // countGet records one basic.get delivery. Hold the queue's mu.
-func (s *queueStats) countGet(redelivered bool) {
+func (s *queueStats) countGet(noAck, redelivered bool) {
 	s.get++
+	if noAck {
+		s.getNoAck++
+	}
 	if redelivered {
 		s.redeliver++
 	}
@@ -168,6 +178,7 @@ type octets struct {
 type mgmtState struct {
 	// retired holds the summed counters of deleted queues.
 	retiredPublish, retiredDeliver, retiredGet, retiredAck, retiredRedeliver atomic.Uint64
+	retiredDeliverNoAck, retiredGetNoAck, retiredGetEmpty                    atomic.Uint64
 
 	connsOpened, connsClosed, chansOpened, chansClosed atomic.Uint64
 	queuesDeclared, queuesCreated, queuesDeleted       atomic.Uint64
@@ -190,6 +201,9 @@ func (m *mgmtState) retire(s queueStats) {
 	m.retiredGet.Add(s.get)
 	m.retiredAck.Add(s.ack)
 	m.retiredRedeliver.Add(s.redeliver)
+	m.retiredDeliverNoAck.Add(s.deliverNoAck)
+	m.retiredGetNoAck.Add(s.getNoAck)
+	m.retiredGetEmpty.Add(s.getEmpty)
 	m.queuesDeleted.Add(1)
 }
 

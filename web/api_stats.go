@@ -21,7 +21,8 @@ type statField struct {
 var (
 	// queueMsgFields are a queue's message_stats.
 	queueMsgFields = []statField{
-		{"publish", fPublish}, {"deliver", fDeliver}, {"get", fGet},
+		{"publish", fPublish}, {"deliver", fDeliver}, {"deliver_no_ack", fDeliverNoAck},
+		{"get", fGet}, {"get_no_ack", fGetNoAck}, {"get_empty", fGetEmpty},
 		{"deliver_get", fDeliverGet}, {"ack", fAck}, {"redeliver", fRedeliver},
 	}
 	// channelMsgFields are the message_stats of a channel, a vhost and
@@ -72,10 +73,15 @@ func queueValues(q broker.QueueInfo) *values {
 	return &v
 }
 
+// queueStatsValues adds a queue's counters to v. RabbitMQ's deliver and
+// get count manual acknowledgement mode only; deliver_get counts all.
 func queueStatsValues(v *values, s broker.MessageStats) {
 	v[fPublish] += float64(s.Publish)
-	v[fDeliver] += float64(s.Deliver)
-	v[fGet] += float64(s.Get)
+	v[fDeliver] += float64(s.Deliver - s.DeliverNoAck)
+	v[fDeliverNoAck] += float64(s.DeliverNoAck)
+	v[fGet] += float64(s.Get - s.GetNoAck)
+	v[fGetNoAck] += float64(s.GetNoAck)
+	v[fGetEmpty] += float64(s.GetEmpty)
 	v[fDeliverGet] += float64(s.Deliver + s.Get)
 	v[fAck] += float64(s.Ack)
 	v[fRedeliver] += float64(s.Redeliver)
@@ -84,6 +90,7 @@ func queueStatsValues(v *values, s broker.MessageStats) {
 func channelValues(s broker.ChannelStats) *values {
 	var v values
 	channelStatsValues(&v, s)
+	v[fDeliverNoAck], v[fGetNoAck], v[fGetEmpty] = float64(s.DeliverNoAck), float64(s.GetNoAck), float64(s.GetEmpty)
 	v[fPublish], v[fDeliver], v[fGet], v[fAck], v[fRedeliver] = float64(s.Publish), float64(s.Deliver), float64(s.Get), float64(s.Ack), float64(s.Redeliver)
 	v[fDeliverGet] = float64(s.Deliver + s.DeliverNoAck + s.Get + s.GetNoAck)
 	return &v
@@ -94,14 +101,11 @@ func channelStatsValues(v *values, s broker.ChannelStats) {
 	v[fConfirm] = float64(s.Confirm)
 	v[fReturnUnroutable] = float64(s.ReturnUnroutable)
 	v[fDropUnroutable] = float64(s.DropUnroutable)
-	v[fDeliverNoAck] = float64(s.DeliverNoAck)
-	v[fGetNoAck] = float64(s.GetNoAck)
-	v[fGetEmpty] = float64(s.GetEmpty)
 }
 
-// overviewValues are the broker-wide values. Enqueues, deliveries and
-// acks are the queues' (deleted ones included, so they never decrease);
-// confirms, unroutable messages and no-ack deliveries the channels'.
+// overviewValues are the broker-wide values. Enqueues, deliveries, gets
+// and acks are the queues' (deleted ones included, so they never
+// decrease); confirms and unroutable messages the channels'.
 func overviewValues(o broker.Overview, ct broker.ChannelStats, ch broker.Churn) *values {
 	var v values
 	queueStatsValues(&v, o.Totals)

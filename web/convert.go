@@ -392,7 +392,7 @@ func consumerJSON(c broker.ConsumerInfo, user string) item {
 		"queue":        map[string]any{"name": c.Queue, "vhost": c.VHost},
 		"channel_details": map[string]any{
 			"name": channelName(c.Connection, c.Channel), "number": c.Channel,
-			"connection_name": c.Connection, "peer_host": host, "peer_port": port, "user": user,
+			"connection_name": c.Connection, "peer_host": host, "peer_port": port, "user": user, "node": nodeName(),
 		},
 		"ack_required":    c.AckRequired,
 		"exclusive":       c.Exclusive,
