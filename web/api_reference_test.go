@@ -176,7 +176,7 @@ func loadBroker(t *testing.T, e *env) {
 		(<-msgs).Ack(false)
 	}
 	// An unroutable one, dropped.
-	must(pub.PublishWithContext(context.Background(), "lx", "nowhere", false, false, amqp091.Publishing{Body: []byte("x")}))
+	must(pub.PublishWithContext(context.Background(), "amq.direct", "nowhere", false, false, amqp091.Publishing{Body: []byte("x")}))
 	<-confirms
 	getter, err := conn.Channel()
 	must(err)
