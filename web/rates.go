@@ -13,8 +13,9 @@ import (
 // hands them to sample. From each object's last two samples come the
 // "rate" fields of the API; history is kept, as RabbitMQ keeps it, for
 //
-//   - the whole broker and each vhost: the last 10 minutes at the sample
-//     interval and the last day at one minute;
+//   - the whole broker and the node: the last 10 minutes at the sample
+//     interval and the last day at one minute; each vhost: the last 10
+//     minutes;
 //   - a queue, exchange, connection or channel: the last 10 minutes at the
 //     sample interval, once a request asked for its history (with the
 //     msg_rates_age, lengths_age or data_rates_age parameters), for as
@@ -206,16 +207,19 @@ func (r *rates) sample(now time.Time, objs map[seriesKey]*values) {
 		if s == nil {
 			s = &series{}
 			r.objs[k] = s
-			if k.kind == kindOverall || k.kind == kindNode || k.kind == kindVHost {
+			switch k.kind {
+			case kindOverall, kindNode:
 				s.fine = newRing(r.fineLen(), r.interval/2)
 				s.coarse = newRing(int(coarseSpan/coarseStep)+1, coarseStep-r.interval/2)
+			case kindVHost:
+				s.fine = newRing(r.fineLen(), r.interval/2)
 			}
 		}
 		s.prev, s.last = s.last, point{t: ms, v: *v}
 		if s.n < 2 {
 			s.n++
 		}
-		if s.watched != 0 && ms-s.watched > watchFor.Milliseconds() && s.coarse == nil {
+		if s.watched != 0 && ms-s.watched > watchFor.Milliseconds() {
 			s.watched, s.fine = 0, nil
 			r.watched--
 		}
@@ -228,7 +232,7 @@ func (r *rates) sample(now time.Time, objs map[seriesKey]*values) {
 	}
 	for k, s := range r.objs {
 		if _, ok := objs[k]; !ok {
-			if s.watched != 0 && s.coarse == nil {
+			if s.watched != 0 {
 				r.watched--
 			}
 			delete(r.objs, k)
@@ -283,11 +287,15 @@ func parseRanges(q url.Values) (ranges, string) {
 
 func (rs ranges) any() bool { return rs[0] != nil || rs[1] != nil || rs[2] != nil }
 
-// view is what a request reads of one object's samples.
+// view is what a request reads of one object's samples: a copy of its
+// last two, and with ranges asked for, the live series, whose history
+// details reads under r.mu.
 type view struct {
-	s   *series
-	rs  ranges
-	now int64
+	r    *rates
+	s    *series
+	live *series
+	rs   ranges
+	now  int64
 }
 
 // view returns the samples of k for a request, marking the history as
@@ -298,9 +306,9 @@ func (r *rates) view(k seriesKey, rs ranges) view {
 	defer r.mu.Unlock()
 	s := r.objs[k]
 	if s == nil {
-		return view{rs: rs, now: now}
+		return view{r: r, rs: rs, now: now}
 	}
-	if rs.any() && s.coarse == nil {
+	if rs.any() && !kept(k.kind) {
 		if s.watched == 0 && r.watched < maxWatched {
 			r.watched++
 			s.fine = newRing(r.fineLen(), r.interval/2)
@@ -311,24 +319,12 @@ func (r *rates) view(k seriesKey, rs ranges) view {
 			s.watched = now
 		}
 	}
-	// Copy what the request reads: the sampler goes on meanwhile.
-	cp := &series{prev: s.prev, last: s.last, n: s.n}
+	// Copy the last samples: the sampler goes on meanwhile.
+	v := view{r: r, s: &series{prev: s.prev, last: s.last, n: s.n}, rs: rs, now: now}
 	if rs.any() {
-		cp.fine, cp.coarse = s.fine.clone(), s.coarse.clone()
+		v.live = s
 	}
-	return view{s: cp, rs: rs, now: now}
-}
-
-func (r *ring) clone() *ring {
-	if r == nil || r.len() == 0 {
-		return nil
-	}
-	c := &ring{pts: make([]point, r.len()), every: r.every}
-	for i := range c.pts {
-		c.pts[i] = r.at(i)
-	}
-	c.next = len(c.pts)
-	return c
+	return v
 }
 
 // rate is the per-second change of f between the last two samples.
@@ -366,12 +362,13 @@ func (v view) details(f field, c rangeClass) map[string]any {
 	}
 	samples := []map[string]any{}
 	var h *ring
-	if v.s != nil {
-		h = v.s.fine
-		if h == nil || (rr.age*1000 > fineSpan.Milliseconds() || rr.incr*1000 >= coarseStep.Milliseconds()) && v.s.coarse != nil {
-			if v.s.coarse != nil && v.s.coarse.len() > 0 {
-				h = v.s.coarse
-			}
+	if v.live != nil {
+		v.r.mu.Lock()
+		defer v.r.mu.Unlock()
+		h = v.live.fine
+		coarse := v.live.coarse
+		if coarse != nil && coarse.len() > 0 && (h == nil || rr.age*1000 > fineSpan.Milliseconds() || rr.incr*1000 >= coarseStep.Milliseconds()) {
+			h = coarse
 		}
 	}
 	var sum, first, last float64
@@ -414,3 +411,6 @@ func jsonNumber(x float64) any {
 	}
 	return x
 }
+
+// kept reports whether the history of objects of kind k is always kept.
+func kept(k seriesKind) bool { return k == kindOverall || k == kindNode || k == kindVHost }
