@@ -63,7 +63,7 @@ func statsInto(it item, v view, vals *values, fs []statField, c rangeClass) item
 
 // messageStats is a message_stats object.
 func messageStats(v view, vals *values, fs []statField) item {
-	return statsInto(item{}, v, vals, fs, classMsg)
+	return statsInto(make(item, 2*len(fs)), v, vals, fs, classMsg)
 }
 
 func queueValues(q broker.QueueInfo) *values {

@@ -197,34 +197,33 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	v := s.rates.view(queueKey(q), rs)
 	vals := queueValues(q)
 	pol, opPol, effective := s.b.PolicyMatch(q.VHost, q.Name, true)
-	it := item{
-		"name":                        q.Name,
-		"vhost":                       q.VHost,
-		"durable":                     q.Durable,
-		"auto_delete":                 q.AutoDelete,
-		"exclusive":                   q.Exclusive,
-		"arguments":                   tableJSON(q.Arguments),
-		"node":                        nodeName(),
-		"state":                       "running",
-		"type":                        orDefault(q.Type, "classic"),
-		"policy":                      orNil(pol),
-		"operator_policy":             orNil(opPol),
-		"effective_policy_definition": tableJSON(effective),
-		"exclusive_consumer_tag":      nil,
-		"single_active_consumer_tag":  nil,
-		"head_message_timestamp":      nil,
-		"recoverable_slaves":          nil,
-		"message_bytes":               q.ReadyBytes,
-		"message_bytes_ready":         q.ReadyBytes,
-		"messages_paged_out":          q.PagedOut,
-		"message_bytes_paged_out":     q.PagedOutBytes,
-		"messages_ram":                q.Ready - q.PagedOut + q.Unacked,
-		"messages_ready_ram":          q.Ready - q.PagedOut,
-		"messages_unacknowledged_ram": q.Unacked,
-		"message_bytes_ram":           q.ReadyBytes - q.PagedOutBytes,
-		"consumers":                   q.Consumers,
-		"message_stats":               messageStats(v, vals, queueMsgFields),
-	}
+	// Sized for the fields below and their details: a list of thousands
+	// of queues builds one per queue.
+	it := make(item, 64)
+	it["name"] = q.Name
+	it["vhost"] = q.VHost
+	it["durable"] = q.Durable
+	it["auto_delete"] = q.AutoDelete
+	it["exclusive"] = q.Exclusive
+	it["arguments"] = tableJSON(q.Arguments)
+	it["node"] = nodeName()
+	it["state"] = "running"
+	it["type"] = orDefault(q.Type, "classic")
+	it["policy"] = orNil(pol)
+	it["operator_policy"] = orNil(opPol)
+	it["effective_policy_definition"] = tableJSON(effective)
+	it["exclusive_consumer_tag"] = nil
+	it["recoverable_slaves"] = nil
+	it["message_bytes"] = q.ReadyBytes
+	it["message_bytes_ready"] = q.ReadyBytes
+	it["messages_paged_out"] = q.PagedOut
+	it["message_bytes_paged_out"] = q.PagedOutBytes
+	it["messages_ram"] = q.Ready - q.PagedOut + q.Unacked
+	it["messages_ready_ram"] = q.Ready - q.PagedOut
+	it["messages_unacknowledged_ram"] = q.Unacked
+	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
+	it["consumers"] = q.Consumers
+	it["message_stats"] = messageStats(v, vals, queueMsgFields)
 	statsInto(it, v, vals, lengthFields, classLengths)
 	if q.Owner != "" {
 		it["owner_pid_details"] = map[string]any{"name": q.Owner}
