@@ -168,21 +168,22 @@ type nodeStats struct {
 	res                      broker.Resources
 	fdUsed, fdTotal, sockets int
 	procUsed, runQueue       int
-	gcNum                    uint32
+	gcNum                    uint64
 }
 
 func (s *Server) readNodeStats() nodeStats {
 	ns := nodeStats{res: s.b.Resources(), procUsed: runtime.NumGoroutine()}
 	ns.fdUsed, ns.fdTotal = fileDescriptors()
 	ns.sockets = len(s.b.Connections())
-	samples := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	// runtime/metrics, unlike runtime.ReadMemStats, does not stop the world.
+	samples := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(samples)
 	if samples[0].Value.Kind() == metrics.KindUint64 {
 		ns.runQueue = int(samples[0].Value.Uint64())
 	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	ns.gcNum = ms.NumGC
+	if samples[1].Value.Kind() == metrics.KindUint64 {
+		ns.gcNum = samples[1].Value.Uint64()
+	}
 	return ns
 }
 
