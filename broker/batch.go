@@ -45,6 +45,8 @@ type batchedPublish struct {
 	msg        *queue.Message
 	mandatory  bool
 	confirmSeq uint64
+	// xc counts the message out of its exchange once a queue took it.
+	xc *exchangeCounts
 }
 
 // routeBatched is route for a publish read from the socket: when msg goes
@@ -55,6 +57,8 @@ type batchedPublish struct {
 func (ch *channel) routeBatched(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) (batched bool) {
 	c := ch.c
 	b := &c.batch
+	xc := ch.stats.exchange(ex)
+	xc.in.Add(1)
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		c.flushRoutes()
 		ch.routeReply(mandatory, msg)
@@ -79,6 +83,8 @@ func (ch *channel) routeBatched(ex *exchangeEntity, mandatory bool, msg *queue.M
 			}
 			if !routed {
 				ch.returnUnroutable(mandatory, msg)
+			} else {
+				xc.out.Add(1)
 			}
 			return false
 		}
@@ -90,7 +96,7 @@ func (ch *channel) routeBatched(ex *exchangeEntity, mandatory bool, msg *queue.M
 		clear(targets)
 		ch.targets = targets[:0]
 	}
-	b.msgs = append(b.msgs, batchedPublish{msg: msg, mandatory: mandatory, confirmSeq: confirmSeq})
+	b.msgs = append(b.msgs, batchedPublish{msg: msg, mandatory: mandatory, confirmSeq: confirmSeq, xc: xc})
 	b.bytes += len(msg.Body)
 	if len(b.msgs) >= batchMaxMessages || b.bytes >= batchMaxBytes {
 		c.flushRoutes()
@@ -148,6 +154,8 @@ func (c *conn) flushRoutes() {
 		m := &b.msgs[i]
 		if !routed {
 			ch.returnUnroutable(m.mandatory, m.msg)
+		} else {
+			m.xc.out.Add(1)
 		}
 		if m.confirmSeq != 0 {
 			ch.confirms.done(m.confirmSeq, nil)

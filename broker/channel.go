@@ -67,6 +67,9 @@ type channel struct {
 	starvedMu sync.Mutex
 	starved   []*consumer
 
+	// stats are the channel's message counters (stats.go).
+	stats chanStats
+
 	// mu guards the fields below; see the lock order in doc.go.
 	mu        sync.Mutex
 	nextTag   uint64

@@ -123,6 +123,9 @@ type deadlineReader struct {
 	// goroutine, storing it before it sets the socket's deadline.
 	until atomic.Int64
 	last  *atomic.Int64
+	// octets counts the socket's bytes and calls: Read the recv ones,
+	// the writer (flush) the send ones.
+	octets octets
 }
 
 func (r *deadlineReader) Read(p []byte) (int, error) {
@@ -146,6 +149,8 @@ func (r *deadlineReader) Read(p []byte) (int, error) {
 	n, err := r.nc.Read(p)
 	if n > 0 {
 		r.last.Store(now.UnixNano())
+		r.octets.recvOct.Add(uint64(n))
+		r.octets.recvCnt.Add(1)
 	}
 	return n, err
 }
@@ -517,6 +522,8 @@ func (c *conn) flush() bool {
 			_, err = c.nc.Write(buf)
 		}
 		o.pending.Add(-int64(n))
+		c.rd.octets.sendOct.Add(uint64(n))
+		c.rd.octets.sendCnt.Add(1)
 		o.lastWrite = time.Now()
 		if err != nil {
 			_ = c.nc.Close()

@@ -28,6 +28,7 @@
 // and only then changes memory under the write locks (durable.go,
 // topology.go): a failed write changes nothing, and a queue, exchange or
 // binding is visible only once stored. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
+// mgmtState.mu, chanStats.exMu (stats.go),
 // alarms.mu, replyRegistry.mu and Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).

@@ -227,6 +227,8 @@ func (ch *channel) finishPublish() error {
 // took it. A non-zero confirmSeq makes the publish's confirm wait for
 // every journal write the message needs.
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
+	xc := ch.stats.exchange(ex)
+	xc.in.Add(1)
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		return ch.routeReply(mandatory, msg)
 	}
@@ -243,6 +245,8 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 	}
 	if !routed {
 		ch.returnUnroutable(mandatory, msg)
+	} else {
+		xc.out.Add(1)
 	}
 	return routed
 }
@@ -336,8 +340,10 @@ func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64,
 
 func (ch *channel) returnUnroutable(mandatory bool, msg *queue.Message) {
 	if !mandatory {
+		ch.stats.dropUnroutable.Add(1)
 		return
 	}
+	ch.stats.returnUnroutable.Add(1)
 	o := ch.c.out
 	o.lock()
 	was := len(o.buf) + len(o.segs)
