@@ -50,8 +50,9 @@ type channel struct {
 	// Config.TxMaxBytes bounds.
 	txBytes int64
 	// txStreams is, per stream a committing transaction appended to, the
-	// end of what it appended (stream.go; reader goroutine).
-	txStreams map[*streamState]uint64
+	// end of what it appended and the epoch of its first append (stream.go;
+	// reader goroutine).
+	txStreams map[*streamState]txStream
 	txAcks    []txAck
 	targets   []*queueEntity
 	// routing is the reader's scratch for routing (vhost.routeLocked).
