@@ -49,8 +49,9 @@ type channel struct {
 	// Config.TxMaxBytes bounds.
 	txBytes int64
 	// txStreams is, per stream a committing transaction appended to, the
-	// end of what it appended (stream.go; reader goroutine).
-	txStreams map[*streamState]uint64
+	// end of what it appended and the epoch of its first append (stream.go;
+	// reader goroutine).
+	txStreams map[*streamState]txStream
 	txAcks    []txAck
 	targets   []*queueEntity
 	// routing is the reader's scratch for routing (vhost.routeLocked).
@@ -65,6 +66,9 @@ type channel struct {
 	// by the channel-wide prefetch, to retry when it lifts.
 	starvedMu sync.Mutex
 	starved   []*consumer
+
+	// stats are the channel's message counters (stats.go).
+	stats chanStats
 
 	// mu guards the fields below; see the lock order in doc.go.
 	mu        sync.Mutex
@@ -135,6 +139,8 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 // softClose sends channel.close for a channel exception and releases what
 // the channel holds.
 func (ch *channel) softClose(ae *amqp.Error) {
+	// The channel's publishes before the failing frame were taken.
+	ch.c.flushRoutes()
 	ch.pub = publishing{}
 	ch.closeWith(ae)
 }

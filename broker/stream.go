@@ -58,6 +58,9 @@ type streamState struct {
 	// chunks taken before the last one are ignored (their chunks were
 	// dropped).
 	epoch uint64
+	// rewinds are the rewinds so far, one per epoch: the offset the
+	// stream rewound to and the write error that made it (qe.mu).
+	rewinds []streamRewind
 
 	cmu       sync.Mutex // leaf: completed
 	completed []streamDone
@@ -68,6 +71,17 @@ type streamState struct {
 	started bool
 	readers sync.WaitGroup
 	once    sync.Once
+}
+
+type streamRewind struct {
+	from uint64
+	err  error
+}
+
+// txStream is what a transaction appended to one stream: up to offset
+// end, the first of it in epoch epoch.
+type txStream struct {
+	end, epoch uint64
 }
 
 type streamWait struct {
@@ -106,9 +120,27 @@ func (ss *streamState) releaseCommitWaitsLocked(all bool, err error) {
 // no lock held.
 func (ch *channel) waitTxStreams() error {
 	var first error
-	for ss, end := range ch.txStreams {
+	for ss, tx := range ch.txStreams {
 		qe := ss.qe
+		end := tx.end
 		qe.mu.Lock()
+		// A rewind since the transaction's first append, to below its
+		// last offset, dropped some of what it appended (the offsets may
+		// since have been taken by other messages).
+		var lost error
+		for _, r := range ss.rewinds[min(tx.epoch, uint64(len(ss.rewinds))):] {
+			if r.from < end {
+				lost = r.err
+				break
+			}
+		}
+		if lost != nil {
+			qe.mu.Unlock()
+			if first == nil {
+				first = lost
+			}
+			continue
+		}
 		if qe.deleted || ss.closed || ss.s.CommittedOffset() >= end {
 			qe.mu.Unlock()
 			continue
@@ -282,6 +314,7 @@ func (ss *streamState) complete(tick bool) {
 			// deleted. The next message takes the failed chunk's offset.
 			ss.log.Error("writing stream chunk", zap.Uint64("offset", d.first), zap.Error(d.err))
 			discard = append(discard, ss.s.Rewind(d.first)...)
+			ss.rewinds = append(ss.rewinds, streamRewind{from: d.first, err: d.err})
 			ss.epoch++
 			failed = append(failed, ss.waits...)
 			clear(ss.waits)
@@ -366,9 +399,14 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 	}
 	if ch.tx {
 		if ch.txStreams == nil {
-			ch.txStreams = make(map[*streamState]uint64)
+			ch.txStreams = make(map[*streamState]txStream)
 		}
-		ch.txStreams[ss] = off + 1
+		tx, ok := ch.txStreams[ss]
+		if !ok {
+			tx.epoch = ss.epoch
+		}
+		tx.end = off + 1
+		ch.txStreams[ss] = tx
 	}
 	ss.signal()
 	if ss.s.PendingBytes() > streamPendingCap {
@@ -414,7 +452,7 @@ func (qe *queueEntity) streamDispatchLocked() {
 		e := ds[i].Entry
 		cons.ch.deliver(cons, qe, queue.Entry{Msg: e.Msg, Seq: e.Offset})
 		cons.ch.c.out.reserved.Add(-deliveryCost(e.Msg.Size()))
-		qe.stats.countDelivery(false)
+		qe.stats.countDelivery(cons.NoAck, false)
 		ds[i] = queue.StreamDelivery{}
 	}
 	ss.scratch = ds[:0]
