@@ -113,6 +113,9 @@ func newLogger(level, format string) (*zap.Logger, error) {
 }
 
 func runServer(cc *cli.Context) error {
+	if cc.NArg() > 0 {
+		return fmt.Errorf("unknown command %q: the commands are server, bench and ctl (warren --help)", cc.Args().First())
+	}
 	if err := applyConfigFile(cc); err != nil {
 		return err
 	}
