@@ -186,14 +186,14 @@ func runServer(cc *cli.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
 	}
-	stopWeb, err := startWeb(cc, b, log)
+	ws, stopWeb, err := startWeb(cc, b, log)
 	if err != nil {
 		return err
 	}
 	defer stopWeb()
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("starting warren", zap.String("version", broker.Version), zap.String("data-dir", cc.String("data-dir")))
+	logBanner(log, cc.String("data-dir"), b, ws)
 	err = b.Serve(ctx)
 	if errors.Is(err, broker.ErrClosed) || errors.Is(err, context.Canceled) {
 		log.Info("warren stopped")

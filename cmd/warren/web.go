@@ -20,18 +20,19 @@ func webFlags() []cli.Flag {
 }
 
 // startWeb binds the management and metrics listeners and serves them
-// beside the broker. The returned stop closes them and waits.
-func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (stop func(), err error) {
+// beside the broker; s is nil when they are off. The returned stop closes
+// them and waits.
+func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (s *web.Server, stop func(), err error) {
 	addr := cc.String("http-addr")
 	if addr == "-" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
-	s, err := web.New(web.Config{Addr: addr, MetricsAddr: cc.String("metrics-addr"), Logger: log}, b)
+	s, err = web.New(web.Config{Addr: addr, MetricsAddr: cc.String("metrics-addr"), Logger: log}, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.Listen(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -40,7 +41,7 @@ func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (stop func(), 
 			log.Error("http server stopped", zap.Error(err))
 		}
 	}()
-	return func() {
+	return s, func() {
 		_ = s.Close()
 		<-done
 	}, nil
