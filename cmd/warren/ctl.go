@@ -23,6 +23,7 @@ func ctlFlags(extra ...cli.Flag) []cli.Flag {
 		&cli.StringFlag{Name: "url", Value: "http://localhost:15672", EnvVars: []string{"WARREN_CTL_URL"}, Usage: "management API base URL"},
 		&cli.StringFlag{Name: "user", Value: "guest", EnvVars: []string{"WARREN_CTL_USER"}, Usage: "user name"},
 		&cli.StringFlag{Name: "password", Value: "guest", EnvVars: []string{"WARREN_CTL_PASSWORD"}, Usage: "password"},
+		&cli.StringFlag{Name: "cacert", EnvVars: []string{"WARREN_CTL_CACERT"}, Usage: "PEM file of the CA certificates to trust for an https:// URL (default: the system's)"},
 		&cli.StringFlag{Name: "formatter", Value: "table", Usage: "output format: table or json"},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (--formatter json)"},
 	}, extra...)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -86,6 +89,17 @@ func ctlRoundTrip(cc *cli.Context, r ctlRequest) (int, []byte, error) {
 		req.Header[k] = vs
 	}
 	client := &http.Client{Timeout: 60 * time.Second}
+	if f := cc.String("cacert"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return 0, nil, fmt.Errorf("--cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return 0, nil, fmt.Errorf("--cacert %s: no PEM certificate in it", f)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return 0, nil, ctlTransportError(base, err)
@@ -113,6 +127,8 @@ func ctlTransportError(base string, err error) error {
 		return fmt.Errorf("%s is not Warren's HTTP API: it does not speak HTTP (the AMQP port?); point --url at the management listener (--http-addr, default http://localhost:15672): %v", base, err)
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("%s: the server speaks plain HTTP; use http:// in --url", base)
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
+		return fmt.Errorf("%s: TLS: %v (give the CA that signed the server's certificate with --cacert)", base, err)
 	case strings.Contains(msg, "connection refused"):
 		return fmt.Errorf("cannot reach Warren's HTTP API at %s: connection refused (is warren running, with the management listener on this address?)", base)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/warrenmq/warren/web"
 )
 
 // mustFail runs a ctl command that must fail and returns its error text.
@@ -216,5 +220,28 @@ func TestUnknownTopLevelCommand(t *testing.T) {
 	err := newApp().Run([]string{"warren", "bnech"})
 	if err == nil || !strings.Contains(err.Error(), `unknown command "bnech"`) {
 		t.Errorf("warren bnech: %v", err)
+	}
+}
+
+// TestCtlOverHTTPS reaches the API over HTTPS, trusting the server's CA
+// given with --cacert, and refuses a server it cannot verify without it.
+func TestCtlOverHTTPS(t *testing.T) {
+	e := newCtlEnv(t)
+	s, err := web.New(web.Config{Logger: zaptest.NewLogger(t), SampleInterval: time.Hour}, e.bs.Broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(s.Handler())
+	defer ts.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsEnv := &ctlEnv{t: t, url: ts.URL, bs: e.bs}
+	if out := tlsEnv.must("list_vhosts", "--cacert", ca); !hasRow(out, "/", "0") {
+		t.Errorf("list_vhosts over HTTPS:\n%s", out)
+	}
+	if msg := tlsEnv.mustFail("list_vhosts"); !strings.Contains(msg, "--cacert") {
+		t.Errorf("unverified server: %s", msg)
 	}
 }
