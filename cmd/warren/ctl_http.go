@@ -188,8 +188,7 @@ func ctlNotFound(cc *cli.Context, method, path string) error {
 		what = "API path " + p
 	}
 	if inVHost && !strings.HasPrefix(what, "vhost") {
-		var v map[string]any
-		status, _, err := ctlRoundTrip(cc, ctlRequest{method: "GET", path: "/api/vhosts/" + url.PathEscape(vhost), out: &v})
+		status, _, err := ctlRoundTrip(cc, ctlRequest{method: "GET", path: "/api/vhosts/" + url.PathEscape(vhost)})
 		if err == nil && status == http.StatusNotFound {
 			what = fmt.Sprintf("vhost '%s'", vhost)
 		}
