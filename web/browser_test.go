@@ -17,6 +17,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
@@ -121,7 +122,12 @@ func (e *browserEnv) screenshot(name string) {
 func (e *browserEnv) waitText(sel, want string) {
 	e.t.Helper()
 	quoted, _ := json.Marshal(sel)
-	script := `(() => { const n = document.querySelector(` + string(quoted) + `); return n ? n.innerText : ""; })()`
+	e.waitEval(sel, `(() => { const n = document.querySelector(`+string(quoted)+`); return n ? n.innerText : ""; })()`, want)
+}
+
+// waitEval polls script until its value, trimmed, is want.
+func (e *browserEnv) waitEval(what, script, want string) {
+	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var got string
 	var err error
@@ -131,7 +137,7 @@ func (e *browserEnv) waitText(sel, want string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.t.Fatalf("%s: text %q, want %q (last error: %v)", sel, got, want, err)
+	e.t.Fatalf("%s: %q, want %q (last error: %v)", what, got, want, err)
 }
 
 func (e *browserEnv) login(user, pass string) {
@@ -311,5 +317,109 @@ func TestAuthFromScript(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 401 || res.Header.Get("WWW-Authenticate") != "" {
 		t.Errorf("status %d, WWW-Authenticate %q", res.StatusCode, res.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// eval runs a script in the page and returns its result.
+func eval[T any](e *browserEnv, script string) T {
+	e.t.Helper()
+	v, err := chromedp.Run(e.ctx, chromedp.Evaluate[T](script))
+	if err != nil {
+		e.t.Fatalf("evaluate %s: %v", script, err)
+	}
+	return v
+}
+
+// holdRefresh keeps the page's periodic refresh from firing by itself:
+// the test fires it with tick, so that a refresh never lands between
+// finding an element and clicking it.
+func (e *browserEnv) holdRefresh() {
+	e.t.Helper()
+	e.run("hold the refresh", chromedp.Evaluate[chromedp.Void](`
+		clearInterval(state.timer);
+		window.setInterval = (f) => { window.testTick = f; return 0; };`))
+}
+
+// tick fires the page's refresh once, as its 5 s timer does, and waits
+// until the element sel has been rendered anew.
+func (e *browserEnv) tick(sel string) {
+	e.t.Helper()
+	quoted, _ := json.Marshal(sel)
+	e.run("mark and tick", chromedp.Evaluate[chromedp.Void](`document.querySelector(`+string(quoted)+`).dataset.stale = "1"; window.testTick();`))
+	e.waitEval(sel+" rendered anew", `(() => { const n = document.querySelector(`+string(quoted)+`); return n && !n.dataset.stale ? "fresh" : "stale"; })()`, "fresh")
+}
+
+// goTo opens a console route (the part after #) and waits for the element
+// sel to show want.
+func (e *browserEnv) goTo(hash, sel, want string) {
+	e.t.Helper()
+	e.run("go to "+hash, chromedp.Evaluate[chromedp.Void](`location.hash = `+strconv.Quote(hash)))
+	e.waitText(sel, want)
+}
+
+// TestBrowserQueuePageFollowsRoute: moving from one queue's page to
+// another's starts with the new queue's forms and no Get results, keeps
+// what the user chose across the periodic refresh, and a queue that does
+// not exist shows as such, with no buttons acting on another queue.
+func TestBrowserQueuePageFollowsRoute(t *testing.T) {
+	e := newBrowserEnv(t, 60*time.Second)
+	b := e.bs.Broker
+	for _, name := range []string{"first", "orders"} {
+		if err := b.DeclareQueue("/", "", broker.QueueSpec{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Publish("/", "", "", "first", amqp.Properties{}, []byte("kept in first")); err != nil {
+		t.Fatal(err)
+	}
+	e.login("guest", "guest")
+	e.holdRefresh()
+
+	// A Get on "first" shows its message.
+	e.goTo("#/queue/%2F/first", "#queue-name", "first")
+	e.run("get from first",
+		chromedp.Click(chromedp.ID("get-submit")),
+		chromedp.WaitVisible(chromedp.CSS(`#get-result .message[data-index="0"]`)),
+	)
+
+	// On "orders" the form and the results are those of "orders".
+	e.goTo("#/queue/%2F/orders", "#queue-name", "orders")
+	if n := eval[int](e, `document.querySelectorAll("#get-result .message").length`); n != 0 {
+		t.Errorf("orders' page shows %d messages got from first", n)
+	}
+	if key := eval[string](e, `document.getElementById("qpublish-key").value`); key != "orders" {
+		t.Errorf("orders' publish form has routing key %q, want orders", key)
+	}
+
+	// The delivery mode chosen survives a refresh and is what is published.
+	e.run("choose persistent", chromedp.SetValue(chromedp.ID("qpublish-mode"), "2"))
+	e.tick("#queue-name")
+	if mode := eval[string](e, `document.getElementById("qpublish-mode").value`); mode != "2" {
+		t.Errorf("delivery mode after a refresh is %q, want 2 (persistent)", mode)
+	}
+	e.run("publish from orders",
+		chromedp.SendKeys(chromedp.ID("qpublish-payload"), "for orders"),
+		chromedp.Click(chromedp.ID("qpublish-submit")),
+	)
+	waitFor(t, "the published message", func() bool {
+		f, _ := b.Queue("/", "first")
+		o, _ := b.Queue("/", "orders")
+		return f.Ready+o.Ready == 2
+	})
+	if o, _ := b.Queue("/", "orders"); o.Ready != 1 {
+		t.Fatalf("orders has %d messages, want the 1 published from its page", o.Ready)
+	}
+	got, err := b.Get("/", "", "orders", 1, false)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("get from orders: %v, %v", got, err)
+	}
+	if string(got[0].Body) != "for orders" || got[0].Properties.DeliveryMode != 2 {
+		t.Errorf("orders got %q with delivery mode %d, want \"for orders\", 2", got[0].Body, got[0].Properties.DeliveryMode)
+	}
+
+	// A queue that does not exist is not shown as the previous one.
+	e.goTo("#/queue/%2F/missing", "#not-found", "Queue missing in virtual host / does not exist.")
+	if n := eval[int](e, `document.querySelectorAll("#purge-btn, #delete-btn, #queue-name").length`); n != 0 {
+		t.Errorf("a missing queue's page has %d of the previous queue's name and buttons", n)
 	}
 }
