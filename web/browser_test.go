@@ -423,3 +423,170 @@ func TestBrowserQueuePageFollowsRoute(t *testing.T) {
 		t.Errorf("a missing queue's page has %d of the previous queue's name and buttons", n)
 	}
 }
+
+// fill types into the element sel (firing input events, as a person's
+// typing does).
+func (e *browserEnv) fill(sel, text string) {
+	e.t.Helper()
+	e.run("fill "+sel, chromedp.SendKeys(chromedp.CSS(sel), text))
+}
+
+// set sets the value of the input or select sel.
+func (e *browserEnv) set(sel, value string) {
+	e.t.Helper()
+	e.run("set "+sel, chromedp.SetValue(chromedp.CSS(sel), value))
+}
+
+// click clicks sel.
+func (e *browserEnv) click(sel string) {
+	e.t.Helper()
+	e.run("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+}
+
+// arg fills row n (from 1) of the arguments editor id.
+func (e *browserEnv) arg(id string, n int, key, value, typ string) {
+	e.t.Helper()
+	row := fmt.Sprintf("#%s .arg-row:nth-child(%d) ", id, n)
+	e.fill(row+".arg-key", key)
+	e.set(row+".arg-value", value)
+	e.set(row+".arg-type", typ)
+}
+
+// TestBrowserConsolePages drives the console's forms and pages: the login
+// page's reasons, the node panel, queue and exchange forms with type and
+// arguments, policies and operator policies, publish with properties and
+// headers and get showing them, connection and channel pages, user tags.
+func TestBrowserConsolePages(t *testing.T) {
+	e := newBrowserEnv(t, 90*time.Second)
+	b := e.bs.Broker
+	if err := b.PutUser("app", "app-pass", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The login page says why a login was refused.
+	e.run("open", chromedp.Navigate(e.base), chromedp.WaitVisible(chromedp.ID("login-user")))
+	e.fill("#login-user", "app")
+	e.fill("#login-pass", "app-pass")
+	e.click("#login-submit")
+	e.waitText("#login-error", "Login refused: Not management user")
+	e.set("#login-user", "guest")
+	e.set("#login-pass", "wrong")
+	e.click("#login-submit")
+	e.waitText("#login-error", "Login refused: Login failed")
+	e.set("#login-pass", "guest")
+	e.click("#login-submit")
+	e.waitText("#whoami-name", "guest")
+	e.holdRefresh()
+
+	// The overview has a panel for each node, and the current rates
+	// beside its charts.
+	e.waitEval("node panels", `String(document.querySelectorAll("#nodes .node[data-name]").length)`, "1")
+	e.waitEval("uptime", `document.querySelector("#node-uptime .v").innerText.endsWith("s") ? "shown" : ""`, "shown")
+	e.waitText("#legend-rates-publish", "0.0/s")
+	e.waitText("#legend-depth-ready", "0")
+
+	// A quorum queue with a typed argument, from the queues page.
+	e.goTo("#/queues", "#queue-count", "0 of 0 queues")
+	e.set("#queue-new-type", "quorum")
+	e.fill("#queue-new-name", "q-quorum")
+	e.arg("queue-new-args", 1, "x-max-length", "10", "number")
+	e.click("#queue-create")
+	waitFor(t, "the quorum queue", func() bool { _, err := b.Queue("/", "q-quorum"); return err == nil })
+	q, _ := b.Queue("/", "q-quorum")
+	if q.Type != "quorum" || fmt.Sprint(q.Arguments["x-max-length"]) != "10" {
+		t.Errorf("queue type %q arguments %v, want quorum with x-max-length 10", q.Type, q.Arguments)
+	}
+
+	// A topic exchange with an alternate exchange.
+	e.goTo("#/exchanges", `#exchange-table tr[data-name="amq.topic"] td:nth-child(3)`, "topic")
+	e.fill("#exchange-new-name", "x-events")
+	e.set("#exchange-new-type", "topic")
+	e.arg("exchange-new-args", 1, "alternate-exchange", "amq.fanout", "string")
+	e.click("#exchange-create")
+	waitFor(t, "the exchange", func() bool { _, err := b.Exchange("/", "x-events"); return err == nil })
+	if x, _ := b.Exchange("/", "x-events"); x.Type != "topic" || x.Arguments["alternate-exchange"] != "amq.fanout" {
+		t.Errorf("exchange %+v, want topic with alternate-exchange amq.fanout", x)
+	}
+
+	// A policy and an operator policy from their pages.
+	for _, c := range []struct {
+		page, prefix, name string
+		operator           bool
+	}{{"#/policies", "policy", "ttl", false}, {"#/operator-policies", "oppolicy", "cap", true}} {
+		e.goTo(c.page, "#"+c.prefix+"-table tbody td", "Nothing here yet.")
+		e.fill("#"+c.prefix+"-new-name", c.name)
+		e.fill("#"+c.prefix+"-new-pattern", "^q-")
+		e.arg(c.prefix+"-new-definition", 1, "max-length", "5", "number")
+		e.click("#" + c.prefix + "-create")
+		e.waitText("#"+c.prefix+`-table tr[data-name="`+c.name+`"] td:nth-child(5)`, `{"max-length":5}`)
+		ps, _ := b.Policies("/")
+		found := false
+		for _, p := range ps {
+			if p.Name == c.name && p.Operator == c.operator && p.Pattern == "^q-" && fmt.Sprint(p.Definition["max-length"]) == "5" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("policy %s (operator %v) not stored as set: %+v", c.name, c.operator, ps)
+		}
+	}
+
+	// Publish with properties and headers; Get shows them.
+	e.goTo("#/queue/%2F/q-quorum", "#queue-name", "q-quorum")
+	e.set("#qpublish-mode", "2")
+	e.fill("#qpublish-content-type", "application/json")
+	e.fill("#qpublish-correlation-id", "c-1")
+	e.arg("qpublish-headers", 1, "x-trace", "abc", "string")
+	e.arg("qpublish-headers", 2, "x-attempt", "3", "number")
+	e.fill("#qpublish-payload", `{"n":1}`)
+	e.click("#qpublish-submit")
+	e.waitText("#queue-messages", "1")
+	e.click("#get-submit")
+	e.waitText("#msg-0-content_type", "application/json")
+	e.waitText("#msg-0-correlation_id", "c-1")
+	e.waitText("#msg-0-delivery_mode", "2")
+	e.waitText(`#msg-0-headers tr[data-header="x-trace"] td:nth-child(2)`, "abc")
+	e.waitText(`#msg-0-headers tr[data-header="x-attempt"] td:nth-child(2)`, "3")
+	got, err := b.Get("/", "", "q-quorum", 1, true)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("get: %v %v", got, err)
+	}
+	if p := got[0].Properties; p.ContentType != "application/json" || p.CorrelationID != "c-1" || p.Headers["x-trace"] != "abc" || fmt.Sprint(p.Headers["x-attempt"]) != "3" {
+		t.Errorf("published properties %+v", p)
+	}
+
+	// A client's connection and channel have pages of their own.
+	conn, err := amqp091.DialConfig(e.bs.URL, amqp091.Config{Properties: amqp091.Table{"connection_name": "detail-client"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(7, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Consume("q-quorum", "detail-consumer", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.goTo("#/connections", "#connections-table tbody tr td:nth-child(4)", "detail-client")
+	e.click("#connections-table tbody tr td:nth-child(1) a")
+	e.waitText("#connection-name", "detail-client")
+	e.waitText("#connection-channels", "1")
+	e.waitEval("client properties", `(() => { const dt = [...document.querySelectorAll("#connection-client dt")].find((n) => n.innerText === "connection_name"); return dt ? dt.nextElementSibling.innerText : ""; })()`, "detail-client")
+	e.click("#connection-channels-table tbody tr td:nth-child(1) a")
+	e.waitText("#channel-prefetch", "7")
+	e.waitText("#channel-consumers-table tbody tr td:nth-child(1)", "detail-consumer")
+
+	// An administrator sets a user's tags; the password stays.
+	e.goTo("#/admin", `#users-table tr[data-name="app"] td:nth-child(1)`, "app")
+	e.set("#user-tags-user", "app")
+	e.fill("#user-tags-tags", "monitoring")
+	e.click("#user-tags-set")
+	e.waitText(`#users-table tr[data-name="app"] td:nth-child(2)`, "monitoring")
+	if u, ok := b.Authenticate("app", "app-pass"); !ok || len(u.Tags) != 1 || u.Tags[0] != "monitoring" {
+		t.Errorf("after setting tags: user %+v, authenticated %v", u, ok)
+	}
+}

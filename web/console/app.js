@@ -263,15 +263,17 @@ function chart(canvas, series) {
     g.fillText(String(Number((max * (1 - i / 3)).toPrecision(3))), left - 4, y + 4);
   }
   const x = (t) => left + (w - left - 4) * (t - t0) / Math.max(1, t1 - t0);
-  // Time axis: five labels, with seconds when the span is short.
+  // Time axis: a label every 100 px or so, with seconds when the span is
+  // short.
   const span = t1 - t0;
+  const n = Math.max(1, Math.floor((w - left) / 100));
+  const two = (v) => String(v).padStart(2, '0');
   g.textAlign = 'center';
-  for (let i = 0; i <= 4; i++) {
-    const t = t0 + span * i / 4;
+  for (let i = 0; i <= n; i++) {
+    const t = t0 + span * i / n;
     const d = new Date(t);
-    const label = span <= 15 * 60000 ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' })
-      : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-    g.fillText(label, Math.min(w - 28, Math.max(left + 24, x(t))), ht - 4);
+    const label = two(d.getHours()) + ':' + two(d.getMinutes()) + (span <= 15 * 60000 ? ':' + two(d.getSeconds()) : '');
+    g.fillText(label, Math.min(w - 24, Math.max(left + 24, x(t))), ht - 4);
   }
   for (const s of series) {
     if (!s.points.length) continue;
@@ -390,7 +392,7 @@ async function overview() {
       stat('Connections', ot.connections, 'total-connections'), stat('Channels', ot.channels, 'total-channels'),
       stat('Exchanges', ot.exchanges, 'total-exchanges'), stat('Queues', ot.queues, 'total-queues'),
       stat('Consumers', ot.consumers, 'total-consumers'), stat('Messages', qt.messages, 'total-messages')),
-    h('div', { class: 'grid wide' }, rateCard, depthCard),
+    rateCard, depthCard,
     nodes ? h('div', { class: 'card' }, h('h2', {}, 'Nodes'), h('div', { class: 'nodes', id: 'nodes' }, nodes.map(nodePanel))) : null,
     h('div', { class: 'card' }, h('h2', {}, 'Listeners'),
       table(['Protocol', 'Address', 'Port'], (o.listeners || []).map((l) => [l.protocol, l.ip_address, l.port]), { id: 'listeners' })),
@@ -757,7 +759,7 @@ async function queue(vhost, name) {
   return [h('div', { class: 'page-head' }, h('h1', {}, 'Queue ', h('span', { class: 'pill', id: 'queue-name' }, q.name), ' ', h('span', { class: 'muted' }, 'in ' + q.vhost)), rangePicker()),
     h('div', { class: 'stats' }, stat('Ready', q.messages_ready, 'queue-ready'), stat('Unacked', q.messages_unacknowledged, 'queue-unacked'),
       stat('Total', q.messages, 'queue-messages'), stat('Consumers', q.consumers, 'queue-consumers'), stat('Published', ms.publish || 0, 'queue-published')),
-    h('div', { class: 'grid wide', id: 'queue-detail' }, rateCard, depthCard),
+    h('div', { id: 'queue-detail' }, rateCard, depthCard),
     h('div', { class: 'card' }, h('h2', {}, 'Details'), kv([
       ['Type', q.type, 'queue-type'], ['Durable', String(q.durable)], ['Auto delete', String(q.auto_delete)],
       ['Exclusive', String(q.exclusive)], ['State', q.state], ['Arguments', JSON.stringify(q.arguments || {}), 'queue-arguments'],
