@@ -590,3 +590,95 @@ func TestBrowserConsolePages(t *testing.T) {
 		t.Errorf("after setting tags: user %+v, authenticated %v", u, ok)
 	}
 }
+
+// pageLoad opens route and returns how long the page took, in the
+// browser, from the route change until the element sel shows want (digits
+// and letters compared, so "10,000" is "10000") and the next frame is
+// painted.
+func (e *browserEnv) pageLoad(route, sel, want string) time.Duration {
+	e.t.Helper()
+	args, _ := json.Marshal([]string{route, sel, want})
+	script := `(([route, sel, want]) => new Promise((resolve, reject) => {
+		const norm = (s) => s.replace(/[^0-9a-z ]/gi, "").trim();
+		const t0 = performance.now();
+		location.hash = route;
+		const check = () => {
+			const n = document.querySelector(sel);
+			if (n && norm(n.innerText) === norm(want)) { requestAnimationFrame(() => resolve(performance.now() - t0)); return; }
+			if (performance.now() - t0 > 120000) { reject(new Error(sel + ": " + (n ? n.innerText : "absent"))); return; }
+			setTimeout(check, 2);
+		};
+		check();
+	}))(` + string(args) + `)`
+	ms, err := chromedp.Run(e.ctx, chromedp.Evaluate[float64](script, chromedp.EvalAwaitPromise))
+	if err != nil {
+		e.t.Fatalf("load %s: %v", route, err)
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// TestBrowserAtScale loads each console page with many queues and
+// connections and logs how long each took. By default it is a smoke run
+// (300 queues, 30 connections); WARREN_BROWSER_SCALE=10000,1000 sets the
+// numbers of queues and connections.
+func TestBrowserAtScale(t *testing.T) {
+	nq, nc := 300, 30
+	if s := os.Getenv("WARREN_BROWSER_SCALE"); s != "" {
+		if _, err := fmt.Sscanf(s, "%d,%d", &nq, &nc); err != nil {
+			t.Fatalf("WARREN_BROWSER_SCALE=%q: want queues,connections", s)
+		}
+	}
+	e := newBrowserEnv(t, 10*time.Minute)
+	declareQueues(t, e.bs.Broker, nq)
+	for i := range nc {
+		conn, err := amqp091.DialConfig(e.bs.URL, amqp091.Config{Properties: amqp091.Table{"connection_name": fmt.Sprintf("client-%04d", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		if _, err := conn.Channel(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.login("guest", "guest")
+	e.holdRefresh()
+	mid := fmt.Sprintf("q%05d", nq/2)
+	xs, err := e.bs.Broker.Exchanges("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []struct{ name, route, sel, want string }{
+		{"overview", "#/overview", "#total-queues", strconv.Itoa(nq)},
+		{"queues", "#/queues", "#queue-count", fmt.Sprintf("%d of %d queues", nq, nq)},
+		{"queue", "#/queue/%2F/" + mid, "#queue-name", mid},
+		{"connections", "#/connections", "#connection-count", fmt.Sprintf("%d of %d connections", nc, nc)},
+		{"channels", "#/channels", "#channel-count", fmt.Sprintf("%d of %d channels", nc, nc)},
+		{"exchanges", "#/exchanges", "#exchange-count", fmt.Sprintf("%d of %d exchanges", len(xs), len(xs))},
+		{"admin", "#/admin", `#users-table tr[data-name="guest"] td`, "guest"},
+	}
+	const rounds = 3
+	for _, p := range pages {
+		var times []string
+		for range rounds {
+			e.pageLoad("#/policies", "#policy-table tbody td", "Nothing here yet.")
+			times = append(times, e.pageLoad(p.route, p.sel, p.want).Round(time.Millisecond).String())
+		}
+		t.Logf("%d queues, %d connections: %-11s page shown in %s", nq, nc, p.name, strings.Join(times, ", "))
+	}
+	// The last page of queues is as reachable as the first.
+	last := fmt.Sprintf("q%05d", nq-1)
+	e.run("sort by name, reversed", chromedp.Evaluate[chromedp.Void](`location.hash = "#/queues"`))
+	e.waitText("#queue-count", fmt.Sprintf("%s of %s queues", commas(nq), commas(nq)))
+	e.click(`#queue-table th:nth-child(2)`)
+	e.click(`#queue-table th:nth-child(2)`)
+	e.waitText(`#queue-table tbody tr:nth-child(1) td:nth-child(2)`, last)
+}
+
+// commas writes n as the console does in an English locale: 10,000.
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

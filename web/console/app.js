@@ -15,7 +15,7 @@ const state = {
   timer: null,
   gen: 0,
   history: {},
-  queuePage: 1, queueSort: 'name', queueReverse: false, queueFilter: '',
+  lists: {},
   range: localStorage.getItem('warren-range') || '600:5',
 };
 const $ = (id) => document.getElementById(id);
@@ -446,22 +446,67 @@ function kv(pairs, id) {
   return h('dl', { class: 'kv', id }, pairs.filter(Boolean).map(([k, v, vid]) => [h('dt', {}, k), h('dd', { id: vid }, v === undefined || v === null || v === '' ? '—' : v)]));
 }
 
+// ---- paged lists ----
+
+// A paged list (queues, connections, channels, exchanges) asks the API for
+// one page at a time, filtered and sorted there, so that a page with ten
+// thousand queues loads as fast as one with ten. kind prefixes the ids of
+// its toolbar (queue-filter, queue-count, queue-prev, queue-next).
+function listState(kind) {
+  if (!state.lists[kind]) state.lists[kind] = { page: 1, filter: '', sort: 'name', reverse: false };
+  return state.lists[kind];
+}
+
+async function fetchPage(kind, path) {
+  const ls = listState(kind);
+  const get = () => api('GET', path + '?' + new URLSearchParams({ page: ls.page, page_size: 50, name: ls.filter, sort: ls.sort, sort_reverse: ls.reverse, use_regex: 'false' }));
+  try { return await get(); } catch (e) {
+    // Past the last page (objects went away): back to the first.
+    if (ls.page === 1) throw e;
+    ls.page = 1;
+    return get();
+  }
+}
+
+function sorter(kind) {
+  return (k) => { const ls = listState(kind); ls.reverse = ls.sort === k ? !ls.reverse : false; ls.sort = k; refresh(); };
+}
+
+function listToolbar(kind, pg, noun) {
+  const ls = listState(kind);
+  const input = h('input', { id: kind + '-filter', placeholder: 'Filter by name', value: ls.filter });
+  input.addEventListener('input', () => {
+    ls.filter = input.value; ls.page = 1;
+    clearTimeout(ls.t);
+    ls.t = setTimeout(async () => {
+      await state.rerun();
+      const i = $(kind + '-filter');
+      if (i) { i.focus(); i.setSelectionRange(i.value.length, i.value.length); }
+    }, 250);
+  });
+  return h('div', { class: 'toolbar' }, input, h('span', { class: 'spacer' }),
+    h('span', { class: 'muted', id: kind + '-count' }, fmt(pg.filtered_count) + ' of ' + fmt(pg.total_count) + ' ' + noun),
+    h('button', { id: kind + '-prev', disabled: pg.page <= 1, onclick: () => { ls.page--; refresh(); } }, '‹ Prev'),
+    h('span', {}, 'Page ' + pg.page + ' / ' + Math.max(1, pg.page_count)),
+    h('button', { id: kind + '-next', disabled: pg.page >= pg.page_count, onclick: () => { ls.page++; refresh(); } }, 'Next ›'));
+}
+
 // ---- connections and channels ----
 
 const connLink = (name, text) => h('a', { href: '#/connection/' + enc(name) }, text || name);
 const chanLink = (name) => h('a', { href: '#/channel/' + enc(name) }, name);
 
 async function connections() {
-  const list = await api('GET', '/connections');
-  return [h('h1', {}, 'Connections'), h('div', { class: 'card' }, table(
+  const pg = await fetchPage('connection', '/connections');
+  return [h('h1', {}, 'Connections'), h('div', { class: 'card' }, listToolbar('connection', pg, 'connections'), table(
     ['Name', 'User', 'Virtual host', 'Client', 'Channels', 'From client', 'To client', 'State', ''],
-    list.map((c) => ({
+    pg.items.map((c) => ({
       data: { name: c.name },
       cells: [connLink(c.name), c.user, c.vhost, c.user_provided_name || (c.client_properties && c.client_properties.product) || '', fmt(c.channels),
         rate(c.recv_oct_details), rate(c.send_oct_details),
         h('span', { class: 'pill ok' }, c.state),
         h('button', { class: 'danger', dataset: { action: 'close', name: c.name }, onclick: () => closeConnection(c.name) }, 'Close')],
-    })), { id: 'connections-table', num: [4, 5, 6] }))];
+    })), { id: 'connections-table', num: [4, 5, 6], sortKeys: ['name', 'user', 'vhost', 'user_provided_name', 'channels', 'recv_oct_details.rate', 'send_oct_details.rate', 'state'], onSort: sorter('connection') }))];
 }
 
 function closeConnection(name, after) {
@@ -506,13 +551,13 @@ async function connection(name) {
 }
 
 async function channels() {
-  const list = await api('GET', '/channels');
-  return [h('h1', {}, 'Channels'), h('div', { class: 'card' }, table(
+  const pg = await fetchPage('channel', '/channels');
+  return [h('h1', {}, 'Channels'), h('div', { class: 'card' }, listToolbar('channel', pg, 'channels'), table(
     ['Channel', 'User', 'Virtual host', 'Mode', 'Consumers', 'Unacked', 'Prefetch', 'Publish', 'Deliver / get', 'Ack'],
-    list.map((c) => ({ data: { name: c.name }, cells: [chanLink(c.name), c.user, c.vhost, [c.confirm ? 'C' : '', c.transactional ? 'T' : ''].join(''),
+    pg.items.map((c) => ({ data: { name: c.name }, cells: [chanLink(c.name), c.user, c.vhost, [c.confirm ? 'C' : '', c.transactional ? 'T' : ''].join(''),
       fmt(c.consumer_count), fmt(c.messages_unacknowledged), fmt(c.prefetch_count),
       rate((c.message_stats || {}).publish_details), rate((c.message_stats || {}).deliver_get_details), rate((c.message_stats || {}).ack_details)] })),
-    { id: 'channels-table', num: [4, 5, 6, 7, 8, 9] }))];
+    { id: 'channels-table', num: [4, 5, 6, 7, 8, 9], sortKeys: ['name', 'user', 'vhost', null, 'consumer_count', 'messages_unacknowledged', 'prefetch_count', 'message_stats.publish_details.rate', 'message_stats.deliver_get_details.rate', 'message_stats.ack_details.rate'], onSort: sorter('channel') }))];
 }
 
 async function channel(name) {
@@ -600,19 +645,19 @@ function clearArgs(id) {
 const builtinExchangeTypes = ['direct', 'fanout', 'topic', 'headers'];
 
 async function exchanges() {
-  const [list, vsel, o] = await Promise.all([api('GET', '/exchanges'), vhostSelect('exchange-new-vhost'), api('GET', '/overview')]);
+  const [pg, vsel, o] = await Promise.all([fetchPage('exchange', '/exchanges'), vhostSelect('exchange-new-vhost'), api('GET', '/overview')]);
   // The types the broker offers, plugin types included; the four built
   // in when the overview does not list them.
   const types = (o.exchange_types || []).map((t) => t.name);
   for (const t of builtinExchangeTypes) if (!types.includes(t)) types.push(t);
   return [h('h1', {}, 'Exchanges'),
-    h('div', { class: 'card' }, table(['Virtual host', 'Name', 'Type', 'Features', 'In', 'Out'],
-      list.map((x) => ({
+    h('div', { class: 'card' }, listToolbar('exchange', pg, 'exchanges'), table(['Virtual host', 'Name', 'Type', 'Features', 'In', 'Out'],
+      pg.items.map((x) => ({
         data: { name: x.name },
         cells: [x.vhost, h('a', { href: '#/exchange/' + enc(x.vhost) + '/' + enc(x.name || 'amq.default') }, x.name || '(AMQP default)'), x.type,
           [x.durable ? 'D ' : '', x.auto_delete ? 'AD ' : '', x.internal ? 'I ' : '', Object.keys(x.arguments || {}).length ? 'Args' : ''].join(''),
           rate((x.message_stats || {}).publish_in_details), rate((x.message_stats || {}).publish_out_details)],
-      })), { id: 'exchange-table', num: [4, 5] })),
+      })), { id: 'exchange-table', num: [4, 5], sortKeys: ['vhost', 'name', 'type', null, 'message_stats.publish_in_details.rate', 'message_stats.publish_out_details.rate'], onSort: sorter('exchange') })),
     h('div', { class: 'card' }, h('h2', {}, 'Add an exchange'), h('div', { class: 'form-row' },
       h('label', {}, 'Virtual host', vsel),
       h('label', {}, 'Name', h('input', { id: 'exchange-new-name' })),
@@ -690,28 +735,10 @@ function publishCard(prefix, path, key) {
 // ---- queues ----
 
 async function queues() {
-  const q = new URLSearchParams({ page: state.queuePage, page_size: 50, name: state.queueFilter, sort: state.queueSort, sort_reverse: state.queueReverse, use_regex: 'false' });
-  let pg;
-  try { pg = await api('GET', '/queues?' + q); } catch (e) { state.queuePage = 1; throw e; }
+  const pg = await fetchPage('queue', '/queues');
   const vsel = await vhostSelect('queue-new-vhost');
-  const sort = (k) => { state.queueReverse = state.queueSort === k ? !state.queueReverse : false; state.queueSort = k; refresh(); };
-  const input = h('input', { id: 'queue-filter', placeholder: 'Filter by name', value: state.queueFilter });
-  input.addEventListener('input', () => {
-    state.queueFilter = input.value; state.queuePage = 1;
-    clearTimeout(queues.t);
-    queues.t = setTimeout(async () => {
-      await state.rerun();
-      const i = $('queue-filter');
-      if (i) { i.focus(); i.setSelectionRange(i.value.length, i.value.length); }
-    }, 250);
-  });
   return [h('h1', {}, 'Queues'),
-    h('div', { class: 'card' },
-      h('div', { class: 'toolbar' }, input, h('span', { class: 'spacer' }),
-        h('span', { class: 'muted', id: 'queue-count' }, fmt(pg.filtered_count) + ' of ' + fmt(pg.total_count) + ' queues'),
-        h('button', { id: 'queue-prev', disabled: pg.page <= 1, onclick: () => { state.queuePage--; refresh(); } }, '‹ Prev'),
-        h('span', {}, 'Page ' + pg.page + ' / ' + Math.max(1, pg.page_count)),
-        h('button', { id: 'queue-next', disabled: pg.page >= pg.page_count, onclick: () => { state.queuePage++; refresh(); } }, 'Next ›')),
+    h('div', { class: 'card' }, listToolbar('queue', pg, 'queues'),
       table(['Virtual host', 'Name', 'Type', 'Ready', 'Unacked', 'Total', 'Consumers', 'Incoming', 'Deliver / get'],
         pg.items.map((x) => ({
           data: { name: x.name },
@@ -721,7 +748,7 @@ async function queues() {
             fmt(x.messages_ready), fmt(x.messages_unacknowledged), fmt(x.messages), fmt(x.consumers),
             rate(x.message_stats && x.message_stats.publish_details), rate(x.message_stats && x.message_stats.deliver_get_details)],
         })),
-        { id: 'queue-table', num: [3, 4, 5, 6, 7, 8], sortKeys: ['vhost', 'name', 'type', 'messages_ready', 'messages_unacknowledged', 'messages', 'consumers', 'message_stats.publish_details.rate', 'message_stats.deliver_get_details.rate'], onSort: sort })),
+        { id: 'queue-table', num: [3, 4, 5, 6, 7, 8], sortKeys: ['vhost', 'name', 'type', 'messages_ready', 'messages_unacknowledged', 'messages', 'consumers', 'message_stats.publish_details.rate', 'message_stats.deliver_get_details.rate'], onSort: sorter('queue') })),
     h('div', { class: 'card' }, h('h2', {}, 'Add a queue'), h('div', { class: 'form-row' },
       h('label', {}, 'Virtual host', vsel),
       h('label', {}, 'Type', h('select', { id: 'queue-new-type' }, ['classic', 'quorum', 'stream'].map((t) => h('option', { value: t }, t)))),
