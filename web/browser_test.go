@@ -682,3 +682,121 @@ func commas(n int) string {
 	}
 	return s
 }
+
+// TestBrowserScreenshots takes the screenshots in docs/ of a console
+// with some traffic: WARREN_SCREENSHOTS=../docs go test -run
+// TestBrowserScreenshots ./web/ (about two minutes). It checks nothing
+// the other browser tests do not.
+func TestBrowserScreenshots(t *testing.T) {
+	dir := os.Getenv("WARREN_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("set WARREN_SCREENSHOTS=<dir> to take the console's screenshots")
+	}
+	t.Setenv("WARREN_ARTIFACTS", dir)
+	e := newBrowserEnv(t, 5*time.Minute)
+	b := e.bs.Broker
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(b.PutUser("monitor", "monitor-pass", []string{"monitoring"}))
+	must(b.PutUser("billing", "billing-pass", nil))
+	must(b.SetPolicy("/", "email-ttl", "^emails$", "queues", 1, map[string]any{"message-ttl": int64(3600000)}, false))
+	must(b.SetPolicy("/", "cap", ".*", "queues", 0, map[string]any{"max-length": int64(1000000)}, true))
+	for _, q := range []broker.QueueSpec{
+		{Name: "orders", Durable: true, Arguments: amqp.Table{"x-dead-letter-exchange": "amq.fanout"}},
+		{Name: "payments", Durable: true, Arguments: amqp.Table{"x-queue-type": "quorum"}},
+		{Name: "events", Durable: true, Arguments: amqp.Table{"x-queue-type": "stream"}},
+		{Name: "emails", Durable: true},
+	} {
+		must(b.DeclareQueue("/", "", q))
+	}
+
+	// Traffic: order-service publishes to orders and emails, billing-worker
+	// consumes orders and acks.
+	pub, err := amqp091.DialConfig(e.bs.URL, amqp091.Config{Properties: amqp091.Table{"connection_name": "order-service"}})
+	must(err)
+	defer pub.Close()
+	sub, err := amqp091.DialConfig(e.bs.URL, amqp091.Config{Properties: amqp091.Table{"connection_name": "billing-worker"}})
+	must(err)
+	defer sub.Close()
+	pch, err := pub.Channel()
+	must(err)
+	must(pch.Confirm(false))
+	sch, err := sub.Channel()
+	must(err)
+	must(sch.Qos(50, 0, false))
+	deliveries, err := sch.Consume("orders", "billing-1", false, false, false, false, nil)
+	must(err)
+	go func() {
+		for d := range deliveries {
+			_ = d.Ack(false)
+		}
+	}()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			// A rate that swells and falls, so the charts show it.
+			n := 1 + (i/300)%3
+			for range n {
+				_ = pch.Publish("", "orders", false, false, amqp091.Publishing{ContentType: "application/json", Body: fmt.Appendf(nil, `{"order":%d}`, i)})
+			}
+			if i%7 == 0 {
+				_ = pch.Publish("", "emails", false, false, amqp091.Publishing{
+					ContentType: "text/plain", DeliveryMode: 2, MessageId: fmt.Sprintf("mail-%d", i), CorrelationId: fmt.Sprintf("order-%d", i),
+					Headers: amqp091.Table{"x-tenant": "acme", "x-attempt": int32(1)}, Body: fmt.Appendf(nil, "Your order %d has shipped.", i),
+				})
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	e.run("refused login", chromedp.Navigate(e.base), chromedp.WaitVisible(chromedp.ID("login-user")))
+	e.fill("#login-user", "billing")
+	e.fill("#login-pass", "billing-pass")
+	e.click("#login-submit")
+	e.waitText("#login-error", "Login refused: Not management user")
+	e.screenshot("console-login")
+	e.set("#login-user", "guest")
+	e.set("#login-pass", "guest")
+	e.click("#login-submit")
+	e.waitText("#whoami-name", "guest")
+
+	// The overview refreshes itself for a while, gathering a history.
+	time.Sleep(90 * time.Second)
+	e.screenshot("console-overview")
+	e.holdRefresh()
+
+	e.goTo("#/queues", "#queue-count", "4 of 4 queues")
+	e.screenshot("console-queues")
+	e.goTo("#/queue/%2F/emails", "#queue-name", "emails")
+	e.set("#get-count", "2")
+	e.click("#get-submit")
+	e.waitText("#msg-0-content_type", "text/plain")
+	e.screenshot("console-queue")
+	e.goTo("#/connections", "#connection-count", "2 of 2 connections")
+	e.screenshot("console-connections")
+	e.click(`#connections-table tr[data-name] td:nth-child(1) a`)
+	e.waitEval("a connection page", `document.getElementById("connection-name") ? "shown" : ""`, "shown")
+	e.screenshot("console-connection")
+	e.click("#connection-channels-table tbody tr td:nth-child(1) a")
+	e.waitEval("a channel page", `document.getElementById("channel-name") ? "shown" : ""`, "shown")
+	e.screenshot("console-channel")
+	e.goTo("#/exchanges", "#exchange-table tr[data-name=\"amq.topic\"] td:nth-child(3)", "topic")
+	e.screenshot("console-exchanges")
+	e.goTo("#/policies", `#policy-table tr[data-name="email-ttl"] td:nth-child(2)`, "email-ttl")
+	e.screenshot("console-policies")
+	e.goTo("#/admin", `#users-table tr[data-name="monitor"] td:nth-child(1)`, "monitor")
+	e.screenshot("console-admin")
+}
