@@ -152,6 +152,8 @@ function start(me) {
   $('login-view').hidden = true;
   $('app-view').hidden = false;
   $('whoami-name').textContent = me.name;
+  // Users, vhosts and permissions are for administrators only.
+  $('nav-admin').hidden = !(me.tags || []).includes('administrator');
   if (!location.hash) location.hash = '#/overview';
   route();
 }
