@@ -665,11 +665,11 @@ func TestBrowserAtScale(t *testing.T) {
 		}
 		t.Logf("%d queues, %d connections: %-11s page shown in %s", nq, nc, p.name, strings.Join(times, ", "))
 	}
-	// The last page of queues is as reachable as the first.
+	// The last queue by name is as reachable as the first.
 	last := fmt.Sprintf("q%05d", nq-1)
-	e.run("sort by name, reversed", chromedp.Evaluate[chromedp.Void](`location.hash = "#/queues"`))
+	e.run("queues", chromedp.Evaluate[chromedp.Void](`location.hash = "#/queues"`))
 	e.waitText("#queue-count", fmt.Sprintf("%s of %s queues", commas(nq), commas(nq)))
-	e.click(`#queue-table th:nth-child(2)`)
+	// Sorted by name already: a click on its head reverses the order.
 	e.click(`#queue-table th:nth-child(2)`)
 	e.waitText(`#queue-table tbody tr:nth-child(1) td:nth-child(2)`, last)
 }

@@ -251,7 +251,14 @@ function chart(canvas, series) {
   const pts = series.flatMap((s) => s.points);
   const now = Date.now();
   const t1 = pts.length ? Math.max(...pts.map((p) => p.t)) : now;
-  const t0 = pts.length ? Math.min(t1 - 60000, ...pts.map((p) => p.t)) : now - 60000;
+  const t0 = series.span ? t1 - series.span : pts.length ? Math.min(t1 - 60000, ...pts.map((p) => p.t)) : now - 60000;
+  // What is drawn, for tests and the curious: the span in seconds, where
+  // the history came from, and each series' points and last value.
+  Object.assign(canvas.dataset, {
+    span: String(Math.round((t1 - t0) / 1000)), source: series.span ? 'server' : 'page',
+    points: JSON.stringify(Object.fromEntries(series.map((s) => [s.key, s.points.length]))),
+    last: JSON.stringify(Object.fromEntries(series.map((s) => [s.key, s.points.length ? s.points[s.points.length - 1].v : null]))),
+  });
   // A round scale: three steps of 1, 2 or 5 times a power of ten.
   const top = Math.max(1, ...pts.map((p) => p.v)) * 1.05 / 3;
   const p10 = Math.pow(10, Math.floor(Math.log10(top)));
@@ -277,6 +284,8 @@ function chart(canvas, series) {
     const label = two(d.getHours()) + ':' + two(d.getMinutes()) + (span <= 15 * 60000 ? ':' + two(d.getSeconds()) : '');
     g.fillText(label, Math.min(w - 24, Math.max(left + 24, x(t))), ht - 4);
   }
+  g.save();
+  g.beginPath(); g.rect(left, 0, w - left, ht); g.clip();
   for (const s of series) {
     if (!s.points.length) continue;
     g.strokeStyle = s.color; g.lineWidth = 2; g.setLineDash(s.dash || []); g.beginPath();
@@ -286,6 +295,7 @@ function chart(canvas, series) {
     });
     g.stroke();
   }
+  g.restore();
   g.setLineDash([]);
 }
 
@@ -330,19 +340,22 @@ function counterRates(points) {
 function history(histKey, obj, defs) {
   const now = Date.now();
   const fromServer = defs.map((d) => samplePoints(d.details(obj)));
-  const server = fromServer.some((p) => p && p.length > 1);
+  const server = fromServer.some((p) => p !== null);
   let hist = state.history[histKey];
   if (!server) {
     if (!hist) hist = state.history[histKey] = [];
     hist.push({ t: now, v: defs.map((d) => d.value(obj)) });
     if (hist.length > 120) hist.shift();
   }
-  return defs.map((d, i) => {
+  const out = defs.map((d, i) => {
     let points;
     if (server) points = fromServer[i] ? (d.counter ? counterRates(fromServer[i]) : fromServer[i]) : [];
     else points = hist.map((x) => ({ t: x.t, v: x.v[i] || 0 }));
     return { key: d.key, label: d.label, ...palette[i % palette.length], points, now: d.value(obj) };
   });
+  // Server history spans the range asked for; the page's own, what it saw.
+  out.span = server ? Number(state.range.split(':')[0]) * 1000 : 0;
+  return out;
 }
 
 const rateDef = (key, label, stat) => ({
