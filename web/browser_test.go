@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -685,7 +686,7 @@ func commas(n int) string {
 
 // TestBrowserScreenshots takes the screenshots in docs/ of a console
 // with some traffic: WARREN_SCREENSHOTS=../docs go test -run
-// TestBrowserScreenshots ./web/ (about two minutes). It checks nothing
+// TestBrowserScreenshots ./web/ (about three minutes). It checks nothing
 // the other browser tests do not.
 func TestBrowserScreenshots(t *testing.T) {
 	dir := os.Getenv("WARREN_SCREENSHOTS")
@@ -773,8 +774,17 @@ func TestBrowserScreenshots(t *testing.T) {
 	e.click("#login-submit")
 	e.waitText("#whoami-name", "guest")
 
-	// The overview refreshes itself for a while, gathering a history.
-	time.Sleep(90 * time.Second)
+	// The pages shown below ask once for their objects' history, which
+	// the server then keeps; the overview refreshes itself for a while.
+	for _, c := range b.Connections() {
+		if c.ClientProperties["connection_name"] == "order-service" {
+			e.goTo("#/connection/"+url.PathEscape(c.Name), "#connection-name", "order-service")
+			e.goTo("#/channel/"+url.PathEscape(c.Name+" (1)"), "#channel-name", c.Name+" (1)")
+		}
+	}
+	e.goTo("#/queue/%2F/emails", "#queue-name", "emails")
+	e.goTo("#/overview", "#total-queues", "4")
+	time.Sleep(150 * time.Second)
 	e.screenshot("console-overview")
 	e.holdRefresh()
 
