@@ -591,6 +591,19 @@ func TestBrowserConsolePages(t *testing.T) {
 	if u, ok := b.Authenticate("app", "app-pass"); !ok || len(u.Tags) != 1 || u.Tags[0] != "monitoring" {
 		t.Errorf("after setting tags: user %+v, authenticated %v", u, ok)
 	}
+
+	// Now a monitoring user, app logs in; the admin page is not offered,
+	// and at its address says why it cannot be shown.
+	e.click("#logout")
+	e.run("login form", chromedp.WaitVisible(chromedp.ID("login-user")))
+	e.set("#login-user", "app")
+	e.set("#login-pass", "app-pass")
+	e.click("#login-submit")
+	e.waitText("#whoami-name", "app")
+	if hidden := eval[bool](e, `document.getElementById("nav-admin").hidden`); !hidden {
+		t.Error("the admin link is offered to a monitoring user")
+	}
+	e.goTo("#/admin", "#page-error", "Not administrator user")
 }
 
 // pageLoad opens route and returns how long the page took, in the

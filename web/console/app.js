@@ -144,6 +144,9 @@ $('login-form').addEventListener('submit', async (ev) => {
 $('logout').addEventListener('click', () => {
   sessionStorage.removeItem('warren-auth');
   state.auth = null;
+  state.gen++;
+  $('page').replaceChildren();
+  delete $('page').dataset.route;
   showLogin();
 });
 
@@ -181,7 +184,9 @@ function route() {
       if (gen === state.gen) render(hash, nodes);
     } catch (e) {
       if (gen !== state.gen) return;
-      if (e.status === 401) { showLogin('Login refused: ' + e.message); return; }
+      // Credentials no longer valid: back to the login page. Any other 401
+      // (a page for administrators, say) is the page's error.
+      if (e.status === 401 && e.message === 'Login failed') { showLogin('Login refused: ' + e.message); return; }
       render(hash, [h('h1', {}, 'Error'), h('div', { class: 'card' }, h('p', { id: 'page-error', class: 'error' }, e.message))]);
     }
   };
