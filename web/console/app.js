@@ -755,8 +755,7 @@ function publishCard(prefix, path, key) {
 // ---- queues ----
 
 async function queues() {
-  const pg = await fetchPage('queue', '/queues');
-  const vsel = await vhostSelect('queue-new-vhost');
+  const [pg, vsel] = await Promise.all([fetchPage('queue', '/queues'), vhostSelect('queue-new-vhost')]);
   return [h('h1', {}, 'Queues'),
     h('div', { class: 'card' }, listToolbar('queue', pg, 'queues'),
       table(['Virtual host', 'Name', 'Type', 'Ready', 'Unacked', 'Total', 'Consumers', 'Incoming', 'Deliver / get'],
