@@ -422,10 +422,12 @@ func (b *Broker) serveConn(nc net.Conn) {
 		}
 		b.conns[c] = struct{}{}
 		b.mu.Unlock()
+		b.mgmt.connsOpened.Add(1)
 		c.serve()
 		b.mu.Lock()
 		delete(b.conns, c)
 		b.mu.Unlock()
+		b.mgmt.removeConn(c)
 	}()
 }
 

@@ -67,6 +67,9 @@ type channel struct {
 	starvedMu sync.Mutex
 	starved   []*consumer
 
+	// stats are the channel's message counters (stats.go).
+	stats chanStats
+
 	// mu guards the fields below; see the lock order in doc.go.
 	mu        sync.Mutex
 	nextTag   uint64
@@ -134,6 +137,8 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 // softClose sends channel.close for a channel exception and releases what
 // the channel holds.
 func (ch *channel) softClose(ae *amqp.Error) {
+	// The channel's publishes before the failing frame were taken.
+	ch.c.flushRoutes()
 	ch.pub = publishing{}
 	ch.closeWith(ae)
 }

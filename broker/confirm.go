@@ -23,6 +23,8 @@ type confirmTracker struct {
 	// queued is set while the channel waits in its connection's list of
 	// channels with journal completions to confirm.
 	queued bool
+	// confirmed counts the publishes confirmed (acked or nacked).
+	confirmed uint64
 }
 
 // add registers publish seq, which waits for waits journal writes.
@@ -97,6 +99,7 @@ func (t *confirmTracker) flush(c *conn, channel uint16) {
 		t.sent = ackUpTo
 	}
 	if n > 0 {
+		t.confirmed += uint64(n)
 		// Drop the settled prefix. Shifting the rest costs what is left,
 		// so it is done only when that is no more than what was dropped
 		// (or little): with a long window of publishes waiting for the

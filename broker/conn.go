@@ -70,6 +70,8 @@ type conn struct {
 	// confirmDirty lists channels with confirms to send at the end of the
 	// current read batch.
 	confirmDirty []*channel
+	// batch holds publishes to many queues for one enqueue (batch.go).
+	batch routeBatch
 	// exclusive lists the exclusive queues this connection declared.
 	exclusive []*queueEntity
 
@@ -121,6 +123,9 @@ type deadlineReader struct {
 	// goroutine, storing it before it sets the socket's deadline.
 	until atomic.Int64
 	last  *atomic.Int64
+	// octets counts the socket's bytes and calls: Read the recv ones,
+	// the writer (flush) the send ones.
+	octets octets
 }
 
 func (r *deadlineReader) Read(p []byte) (int, error) {
@@ -144,6 +149,8 @@ func (r *deadlineReader) Read(p []byte) (int, error) {
 	n, err := r.nc.Read(p)
 	if n > 0 {
 		r.last.Store(now.UnixNano())
+		r.octets.recvOct.Add(uint64(n))
+		r.octets.recvCnt.Add(1)
 	}
 	return n, err
 }
@@ -246,6 +253,8 @@ func silent(err error) error {
 // connection.close went out, waits for the peer's answer. It returns the
 // error that ended the connection.
 func (c *conn) fail(err error) error {
+	// Publishes read before the failure were taken: enqueue them.
+	c.flushRoutes()
 	c.handleErr(err)
 	if !c.closing.Load() {
 		return err
@@ -513,6 +522,8 @@ func (c *conn) flush() bool {
 			_, err = c.nc.Write(buf)
 		}
 		o.pending.Add(-int64(n))
+		c.rd.octets.sendOct.Add(uint64(n))
+		c.rd.octets.sendCnt.Add(1)
 		o.lastWrite = time.Now()
 		if err != nil {
 			_ = c.nc.Close()
@@ -566,6 +577,7 @@ func (c *conn) kickStarved() {
 // flushConfirms sends the publisher confirms gathered during the read
 // batch, one basic.ack per channel covering all of them.
 func (c *conn) flushConfirms() {
+	c.flushRoutes()
 	for i, ch := range c.confirmDirty {
 		ch.flushConfirms()
 		c.confirmDirty[i] = nil

@@ -287,7 +287,7 @@ func (qe *queueEntity) dispatchLocked() {
 		cons := ds[i].Consumer.Owner.(*consumer)
 		cons.ch.deliver(cons, qe, ds[i].Entry)
 		cons.ch.c.out.reserved.Add(-deliveryCost(ds[i].Entry.Msg.Size()))
-		qe.stats.countDelivery(ds[i].Entry.Redelivered)
+		qe.stats.countDelivery(cons.NoAck, ds[i].Entry.Redelivered)
 		qe.journalDelivery(cons.NoAck, ds[i].Entry)
 		ds[i] = queue.Delivery{}
 	}
@@ -303,6 +303,7 @@ func (qe *queueEntity) dispatchLocked() {
 // connection and records it as unacknowledged. Hold qe.mu.
 func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 	ch.mu.Lock()
+	ch.stats.countDeliveryLocked(cons.NoAck, e.Redelivered)
 	ch.nextTag++
 	tag := ch.nextTag
 	if !cons.NoAck {
@@ -371,13 +372,16 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		defer qe.flushDead()
 	}
 	if !ok {
+		qe.stats.getEmpty++
 		qe.mu.Unlock()
+		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
 	qe.journalDelivery(m.NoAck, e)
-	qe.stats.countGet(e.Redelivered)
+	qe.stats.countGet(m.NoAck, e.Redelivered)
 	ch.mu.Lock()
+	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
 	ch.nextTag++
 	tag := ch.nextTag
 	if !m.NoAck {
@@ -453,6 +457,7 @@ func (ch *channel) ack(tag uint64, multiple bool) error {
 		if !ok {
 			return unknownTag(tag, 80)
 		}
+		ch.stats.ack.Add(uint64(len(taken)))
 		ch.txAcks = append(ch.txAcks, txAck{ps: taken, ack: true})
 		return nil
 	}
@@ -460,6 +465,7 @@ func (ch *channel) ack(tag uint64, multiple bool) error {
 	if !ok {
 		return unknownTag(tag, 80)
 	}
+	ch.stats.ack.Add(uint64(len(taken)))
 	ch.settle(taken)
 	ch.doneScratch(taken)
 	return nil

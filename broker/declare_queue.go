@@ -68,6 +68,7 @@ func (ch *channel) exclusiveAccess(qe *queueEntity, strict, exclusive bool, cls,
 
 func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	const cls, mth = amqp.ClassQueue, 10
+	ch.c.b.mgmt.queuesDeclared.Add(1)
 	v := ch.c.vhost
 	name := m.Queue
 	if m.Passive {
@@ -149,6 +150,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	v.mu.Lock()
 	v.queues[name] = qe
 	v.mu.Unlock()
+	ch.c.b.mgmt.queuesCreated.Add(1)
 	qe.armUnused()
 	if qe.stream != nil {
 		qe.stream.start(ch.c.b)

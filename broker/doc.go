@@ -28,6 +28,7 @@
 // and only then changes memory under the write locks (durable.go,
 // topology.go): a failed write changes nothing, and a queue, exchange or
 // binding is visible only once stored. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
+// mgmtState.mu, chanStats.exMu (stats.go),
 // alarms.mu, replyRegistry.mu and Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
@@ -63,4 +64,20 @@
 //
 // A panic in a reader or writer closes its connection with 541 and is
 // logged (recover.go); the broker goes on.
+//
+// # Replication
+//
+// replication.go declares what the broker needs from a replicated log, so
+// that the cluster package implements it and the broker never imports it:
+// CommandLog (Propose waits until a command is committed and applied on this
+// node; ProposeFunc is its callback form for hot paths) and StateMachine
+// (Apply in index order on one goroutine, Snapshot, Restore), with
+// StateSnapshot written out while Apply goes on. LocalLog is the single-node
+// CommandLog: a proposal is an entry of a store.Log, committed when the
+// store's group commit has synced it (many proposals and messages share one
+// fsync), then applied by the log's apply goroutine; Start replays the log
+// after its last snapshot. LocalLog.mu (held while submitting an entry, so
+// entries are written in index order) is taken with no broker lock held;
+// LocalLog.cmu is a leaf lock, and the store's writer takes nothing else of
+// the log's. Nothing is wired to it yet.
 package broker

@@ -10,6 +10,9 @@ import (
 // handleFrame processes one frame read after the handshake. A returned
 // error closes the connection.
 func (c *conn) handleFrame(f amqp.Frame) error {
+	if len(c.batch.msgs) > 0 && !c.joinsBatch(f) {
+		c.flushRoutes()
+	}
 	switch f.Type {
 	case amqp.FrameHeartbeat:
 		if len(f.Payload) != 0 {

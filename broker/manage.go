@@ -242,7 +242,7 @@ func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) 
 			break
 		}
 		qe.journalDelivery(false, e)
-		qe.stats.countGet(e.Redelivered)
+		qe.stats.countGet(false, e.Redelivered)
 		taken = append(taken, e)
 		gm := GotMessage{
 			Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey, Redelivered: e.Redelivered,

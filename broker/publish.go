@@ -203,16 +203,18 @@ func (ch *channel) finishPublish() error {
 		return ch.txPublish(p.exchange, p.mandatory, msg)
 	}
 	if !ch.confirm {
-		ch.route(ex, p.mandatory, msg, 0)
+		ch.routeBatched(ex, p.mandatory, msg, 0)
 		return nil
 	}
 	ch.confirmSeq++
 	seq := ch.confirmSeq
 	// Hold the confirm until routing is done: journal writes may complete
-	// before route returns.
+	// before route returns. A batched publish is confirmed by its
+	// batch's flush (batch.go).
 	ch.confirms.add(seq, 1)
-	ch.route(ex, p.mandatory, msg, seq)
-	ch.confirms.done(seq, nil)
+	if !ch.routeBatched(ex, p.mandatory, msg, seq) {
+		ch.confirms.done(seq, nil)
+	}
 	if !ch.confirmDirty {
 		ch.confirmDirty = true
 		ch.c.confirmDirty = append(ch.c.confirmDirty, ch)
@@ -225,16 +227,40 @@ func (ch *channel) finishPublish() error {
 // took it. A non-zero confirmSeq makes the publish's confirm wait for
 // every journal write the message needs.
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
+	xc := ch.stats.exchange(ex)
+	xc.in.Add(1)
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		return ch.routeReply(mandatory, msg)
 	}
-	v := ch.c.vhost
-	v.mu.RLock()
-	// A stale ex (deleted since lookup) routes nowhere, as RabbitMQ would.
-	if v.exchanges[ex.name] != ex {
-		v.mu.RUnlock()
+	targets, msg, ok := ch.resolve(ex, msg)
+	if !ok {
 		ch.returnUnroutable(mandatory, msg)
 		return false
+	}
+	routed, throttle := ch.deliverTo(targets, msg, confirmSeq)
+	clear(targets)
+	ch.targets = targets[:0]
+	if throttle != nil {
+		ch.c.holdPublisher(throttle)
+	}
+	if !routed {
+		ch.returnUnroutable(mandatory, msg)
+	} else {
+		xc.out.Add(1)
+	}
+	return routed
+}
+
+// resolve finds the queues msg goes to through ex, in ch.targets. It
+// reports false when ex was deleted since the publish looked it up: the
+// message then routes nowhere, as RabbitMQ would. The message returned may
+// be a copy with the sender-selected headers (CC, BCC) taken out.
+func (ch *channel) resolve(ex *exchangeEntity, msg *queue.Message) ([]*queueEntity, *queue.Message, bool) {
+	v := ch.c.vhost
+	v.mu.RLock()
+	if v.exchanges[ex.name] != ex {
+		v.mu.RUnlock()
+		return nil, msg, false
 	}
 	hdrs := func() amqp.Table { return headersOf(msg.Header) }
 	targets := v.routeLocked(ex, msg.RoutingKey, hdrs, ch.targets[:0], &ch.routing)
@@ -247,68 +273,77 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 		}
 	}
 	v.mu.RUnlock()
-	routed := false
-	var throttle chan struct{}
+	return targets, msg, true
+}
+
+// deliverTo puts msg on each of targets, one queue lock at a time. It
+// reports whether any queue took it, and the backlog a publisher should
+// wait on (flow control), if any.
+func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirmSeq uint64) (routed bool, throttle chan struct{}) {
 	// Queues with TTLs, limits or a dead-letter exchange take the clock
 	// (read once per publish) and may leave dead letters (expiry.go).
 	ttl, now := messageTTL(msg.Header), int64(0)
 	var dead []*queueEntity
-	for i, qe := range targets {
+	for _, qe := range targets {
 		qe.mu.Lock()
-		if qe.stream != nil {
-			if !qe.deleted {
-				if t := ch.publishStreamLocked(qe, msg, confirmSeq); t != nil && throttle == nil {
-					throttle = t
-				}
-				routed = true
-			}
-		} else if !qe.deleted && (ttl >= 0 || qe.at) {
-			if ch.publishAtLocked(qe, msg, ttl, &now, confirmSeq) {
+		if !qe.deleted {
+			routed = true
+			if ch.enqueueLocked(qe, msg, ttl, &now, confirmSeq, true, &throttle) {
 				dead = append(dead, qe)
-			}
-			routed = true
-		} else if !qe.deleted {
-			seq := qe.q.Publish(msg)
-			qe.stats.publish++
-			var journaled bool
-			if confirmSeq != 0 && qe.journaled(msg) {
-				ch.confirms.hold(confirmSeq)
-				journaled = ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
-			} else {
-				journaled = ch.c.b.journal(qe, seq, msg, 0, nil)
-			}
-			qe.pageOutLocked(seq, msg, journaled)
-			if qe.q.ConsumerCount() > 0 {
-				// With no consumer there is nothing to dispatch, and no
-				// head to page in for one (fanouts to thousands of
-				// queues: each call costs cache misses).
-				qe.dispatchLocked()
-			}
-			routed = true
-			if throttle == nil && qe.q.Ready() > flowHigh && qe.q.ConsumerCount() > 0 {
-				throttle = qe.drainedLocked()
 			}
 		}
 		qe.mu.Unlock()
-		targets[i] = nil
 	}
-	ch.targets = targets[:0]
 	for _, qe := range dead {
 		qe.flushDead()
 	}
-	if throttle != nil {
-		ch.c.holdPublisher(throttle)
+	return routed, throttle
+}
+
+// enqueueLocked puts msg on qe, which is not deleted, journaling it when
+// qe keeps it, and dispatches to qe's consumers (a plain queue only when
+// dispatch is set: a batch dispatches after its last message). It reports
+// whether qe has dead letters to flush (qe.flushDead, with no lock held)
+// and sets *throttle to the backlog of a queue over the flow-control
+// mark. Hold qe.mu.
+func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) (dead bool) {
+	if qe.stream != nil {
+		if t := ch.publishStreamLocked(qe, msg, confirmSeq); t != nil && *throttle == nil {
+			*throttle = t
+		}
+		return false
 	}
-	if !routed {
-		ch.returnUnroutable(mandatory, msg)
+	if ttl >= 0 || qe.at {
+		return ch.publishAtLocked(qe, msg, ttl, now, confirmSeq)
 	}
-	return routed
+	seq := qe.q.Publish(msg)
+	qe.stats.publish++
+	var journaled bool
+	if confirmSeq != 0 && qe.journaled(msg) {
+		ch.confirms.hold(confirmSeq)
+		journaled = ch.c.b.journal(qe, seq, msg, 0, func(err error) { ch.journaled(confirmSeq, err) })
+	} else {
+		journaled = ch.c.b.journal(qe, seq, msg, 0, nil)
+	}
+	qe.pageOutLocked(seq, msg, journaled)
+	if dispatch && qe.q.ConsumerCount() > 0 {
+		// With no consumer there is nothing to dispatch, and no head to
+		// page in for one (fanouts to thousands of queues: each call
+		// costs cache misses).
+		qe.dispatchLocked()
+		if *throttle == nil && qe.q.Ready() > flowHigh {
+			*throttle = qe.drainedLocked()
+		}
+	}
+	return false
 }
 
 func (ch *channel) returnUnroutable(mandatory bool, msg *queue.Message) {
 	if !mandatory {
+		ch.stats.dropUnroutable.Add(1)
 		return
 	}
+	ch.stats.returnUnroutable.Add(1)
 	o := ch.c.out
 	o.lock()
 	was := len(o.buf) + len(o.segs)

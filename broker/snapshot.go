@@ -23,6 +23,10 @@ type MessageStats struct {
 	// Get deliveries by basic.get; Redeliver deliveries of either kind
 	// marked redelivered; Ack deliveries settled by clients.
 	Publish, Deliver, Get, Redeliver, Ack uint64
+	// DeliverNoAck and GetNoAck count the deliveries and gets (among
+	// Deliver and Get) in automatic acknowledgement mode; GetEmpty the
+	// basic.get calls that found nothing.
+	DeliverNoAck, GetNoAck, GetEmpty uint64
 }
 
 func (s *MessageStats) add(o MessageStats) {
@@ -31,10 +35,16 @@ func (s *MessageStats) add(o MessageStats) {
 	s.Get += o.Get
 	s.Redeliver += o.Redeliver
 	s.Ack += o.Ack
+	s.DeliverNoAck += o.DeliverNoAck
+	s.GetNoAck += o.GetNoAck
+	s.GetEmpty += o.GetEmpty
 }
 
 func (s queueStats) export() MessageStats {
-	return MessageStats{Publish: s.publish, Deliver: s.deliver, Get: s.get, Redeliver: s.redeliver, Ack: s.ack}
+	return MessageStats{
+		Publish: s.publish, Deliver: s.deliver, Get: s.get, Redeliver: s.redeliver, Ack: s.ack,
+		DeliverNoAck: s.deliverNoAck, GetNoAck: s.getNoAck, GetEmpty: s.getEmpty,
+	}
 }
 
 // QueueInfo describes a queue.
@@ -65,6 +75,9 @@ type ExchangeInfo struct {
 	VHost, Name, Type             string
 	Durable, AutoDelete, Internal bool
 	Arguments                     amqp.Table
+	// PublishIn counts the messages published to the exchange,
+	// PublishOut those it routed to at least one queue.
+	PublishIn, PublishOut uint64
 }
 
 // BindingInfo describes a binding. The default exchange's implicit
@@ -95,6 +108,9 @@ type ConnectionInfo struct {
 	Heartbeat        time.Duration
 	Channels         int
 	SendPending      int64
+	// RecvOct and SendOct count the bytes read and written, RecvCnt and
+	// SendCnt the read and write calls.
+	RecvOct, RecvCnt, SendOct, SendCnt uint64
 }
 
 // ChannelInfo describes a channel.
@@ -111,6 +127,12 @@ type ChannelInfo struct {
 	Prefetch       int
 	// Confirm and Transactional tell the channel's mode.
 	Confirm, Transactional bool
+	// Unconfirmed counts publishes awaiting a confirm.
+	Unconfirmed int
+	Stats       ChannelStats
+	// Published counts the channel's publishes by exchange name: all of
+	// them, and those routed to a queue.
+	Published map[string][2]uint64
 }
 
 // ConsumerInfo describes a consumer.
@@ -252,10 +274,12 @@ func (b *Broker) Queue(vhostName, name string) (QueueInfo, error) {
 	return QueueInfo{}, fmt.Errorf("queue %q in vhost %q: %w", name, vhostName, ErrNotFound)
 }
 
-func exchangeInfo(v *vhost, ex *exchangeEntity) ExchangeInfo {
+func exchangeInfo(v *vhost, ex *exchangeEntity, counts map[exKey][2]uint64) ExchangeInfo {
+	c := counts[exKey{v.name, ex.name}]
 	return ExchangeInfo{
 		VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: ex.durable,
 		AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: maps.Clone(ex.args),
+		PublishIn: c[0], PublishOut: c[1],
 	}
 }
 
@@ -267,11 +291,12 @@ func (b *Broker) Exchanges(vhostName string) ([]ExchangeInfo, error) {
 		return nil, err
 	}
 	var out []ExchangeInfo
+	counts := b.exchangeTotals()
 	for _, v := range vs {
 		v.mu.RLock()
 		start := len(out)
 		for _, ex := range v.exchanges {
-			out = append(out, exchangeInfo(v, ex))
+			out = append(out, exchangeInfo(v, ex, counts))
 		}
 		v.mu.RUnlock()
 		part := out[start:]
@@ -286,13 +311,14 @@ func (b *Broker) Exchange(vhostName, name string) (ExchangeInfo, error) {
 	if v == nil {
 		return ExchangeInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
+	counts := b.exchangeTotals()
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	ex := v.exchanges[name]
 	if ex == nil {
 		return ExchangeInfo{}, fmt.Errorf("exchange %q in vhost %q: %w", name, vhostName, ErrNotFound)
 	}
-	return exchangeInfo(v, ex), nil
+	return exchangeInfo(v, ex, counts), nil
 }
 
 // Bindings lists the bindings of a vhost (every vhost when empty): first
@@ -343,6 +369,8 @@ func (b *Broker) Connections() []ConnectionInfo {
 	out := make([]ConnectionInfo, 0, len(b.conns))
 	for c := range b.conns {
 		ci := ConnectionInfo{Name: connName(c), ID: c.id, ConnectedAt: c.connectedAt, SendPending: c.out.pending.Load(), Channels: perConn[c]}
+		ci.RecvOct, ci.RecvCnt = c.rd.octets.recvOct.Load(), c.rd.octets.recvCnt.Load()
+		ci.SendOct, ci.SendCnt = c.rd.octets.sendOct.Load(), c.rd.octets.sendCnt.Load()
 		ci.PeerHost, ci.PeerPort = splitAddr(c.nc.RemoteAddr())
 		ci.Host, ci.Port = splitAddr(c.nc.LocalAddr())
 		// The reader sets these during the handshake, before it names
@@ -417,7 +445,9 @@ func (b *Broker) Channels() []ChannelInfo {
 		ch.mu.Lock()
 		closed := ch.closed
 		ci.Consumers, ci.Unacked = len(ch.consumers), ch.unacked.len()
+		ci.Stats, ci.Published = ch.statsLocked()
 		ch.mu.Unlock()
+		ci.Unconfirmed = ch.unconfirmed()
 		if !closed {
 			out = append(out, ci)
 		}
@@ -500,6 +530,7 @@ func (b *Broker) Overview() Overview {
 	o.Totals = MessageStats{
 		Publish: m.retiredPublish.Load(), Deliver: m.retiredDeliver.Load(), Get: m.retiredGet.Load(),
 		Redeliver: m.retiredRedeliver.Load(), Ack: m.retiredAck.Load(),
+		DeliverNoAck: m.retiredDeliverNoAck.Load(), GetNoAck: m.retiredGetNoAck.Load(), GetEmpty: m.retiredGetEmpty.Load(),
 	}
 	o.Channels = len(m.channels())
 	b.mu.Lock()

@@ -414,7 +414,7 @@ func (qe *queueEntity) streamDispatchLocked() {
 		e := ds[i].Entry
 		cons.ch.deliver(cons, qe, queue.Entry{Msg: e.Msg, Seq: e.Offset})
 		cons.ch.c.out.reserved.Add(-deliveryCost(e.Msg.Size()))
-		qe.stats.countDelivery(false)
+		qe.stats.countDelivery(cons.NoAck, false)
 		ds[i] = queue.StreamDelivery{}
 	}
 	ss.scratch = ds[:0]

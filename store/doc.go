@@ -1,7 +1,8 @@
 // Package store is the node's durable storage, on Badger (github.com/dgraph-io/badger/v4):
 // definitions (vhosts, users, permissions, topic permissions, exchanges, queues, bindings,
-// policies) and the journal of durable queues' messages. It owns no broker logic and
-// imports nothing of Warren's.
+// policies), the journal of durable queues' messages, and ordered logs (logs.go), one per
+// replication group, that a Raft LogStore and StableStore can wrap. It owns no broker
+// logic and imports nothing of Warren's (nor any Raft library).
 //
 // # Goroutines
 //
@@ -33,6 +34,14 @@
 // redelivers the message, which AMQP allows). The bytes of appends submitted but not yet
 // completed are capped (64 MiB); past it Append blocks: the journal's backpressure.
 //
+// Ordered logs (Log, logs.go) go through the same writer: Log.Append queues a batch of
+// entries (tied: they succeed or fail together within a commit, and the entries written
+// are always a prefix) and calls done once they are durable; AppendWait, DeleteRange,
+// SetValue and SetUint64 wait for their commit. So entries of many logs, messages and
+// stream chunks share one sync per batch. DeleteRange deletes a prefix from its low end and
+// a suffix from its high end, each entry's record before its chunks, so a deletion cut
+// short leaves a contiguous log.
+//
 // Definitions are written synchronously by the caller, one small transaction (one
 // sync) per Put, Delete or Update; Update writes all the records of one change
 // together, all or nothing.
@@ -42,7 +51,7 @@
 // Ids are fixed-width big-endian uint64 so that prefix scans return them in numeric
 // order. Names live only in values and are never parsed out of keys.
 //
-//	"\x00schema-version"            schema version of the whole layout (currently 2)
+//	"\x00schema-version"            schema version of the whole layout (currently 3)
 //	'c' kind(1)                     last id assigned for kind (never reused)
 //	'd' kind(1) id(8)               definition of kind with id
 //	'm' queueID(8) seq(8)           message seq of durable queue queueID
@@ -56,19 +65,26 @@
 //	's' queueID(8) 'd' offset(8) 'b' i(4)  chunk i of those messages, when over 4 MiB
 //	's' queueID(8) 'o' name         acknowledged offset of named stream consumer name
 //	's' queueID(8) 'h' sha256(32)   the same for a name over 245 bytes (the name in the value)
+//	'r' logID(8) 'e' index(8)       entry index of ordered log logID
+//	'r' logID(8) 'e' index(8) 'b' i(4)  chunk i of that entry's data, when over 4 MiB
+//	'r' logID(8) 'v' key            value key of that log (Raft's term and vote; up to
+//	                                245 bytes of key)
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
 // 8 topic permission, 9 global parameter.
 // A queue's journal records all share the prefix 'm' queueID(8), which RemoveQueue
 // deletes. A stream queue's records share the prefix 's' queueID(8), which RemoveStream
 // deletes; a stream's segments are runs of chunks (the segment number is in each chunk
-// header) and retention deletes a segment's chunks with RemoveStreamChunks. Prefix 'r'
-// (raft logs) is reserved.
+// header) and retention deletes a segment's chunks with RemoveStreamChunks. A log's
+// records share the prefix 'r' logID(8), which Log.Remove deletes.
 //
 // Open writes the schema-version key into a new database and refuses a database whose
-// version it does not know (ErrSchemaVersion); version 1 (before chunked bodies) is
-// read as it is and marked 2. A future layout change bumps the version
-// and migrates older databases in Open.
+// version it does not know (ErrSchemaVersion). Version 2 added chunked bodies, version 3
+// the ordered logs; both only added records, so Open upgrades a version-1 or -2
+// database in place: it deletes any key under 'r' (reserved before, never written) so
+// every log starts empty, and writes version 3, which older builds refuse. Messages,
+// marks, streams and definitions are read as they are. A future layout change bumps the
+// version and migrates older databases in Open (upgrade, store.go).
 //
 // # Values
 //
@@ -102,6 +118,12 @@
 //	                          record of uvarint length, uvarint chunk length, and
 //	                          those bytes in chunk records
 //	stream offset             uvarint offset ('o'); uvarint offset, str name ('h')
+//	log entry                 uvarint term, byte type, int appended-at (unix ns),
+//	                          bytes extensions, data (the rest of the value); over
+//	                          4 MiB of data a version-2 record ending in uvarint data
+//	                          length, uvarint chunk length, the data in chunk records
+//	log value                 the value's bytes (the whole payload), chunked the same
+//	                          way over 4 MiB
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags

@@ -20,6 +20,7 @@ const (
 	opRemoveBoth                   // delete buf[:msgKeyLen], its n chunks and buf (a mark key)
 	opFlush                        // done(first error of the batch so far)
 	opSet                          // set buf[1:1+buf[0]] → the rest (stream records, stream.go; with n)
+	opDelete                       // delete buf (a log key, logs.go); done(err) once durable
 )
 
 // op is one submission to the journal writer; buf (key, then value) is owned by it.
@@ -501,6 +502,10 @@ func (s *Store) writeBatch(blocks [][]op) {
 				done += appendCost(o.buf)
 			case opFlush:
 				o.done(firstErr)
+			case opDelete:
+				if o.done != nil {
+					o.done(err)
+				}
 			}
 		}
 		clear(ops)
@@ -542,6 +547,8 @@ func (o *op) key() []byte {
 	switch o.kind {
 	case opAppend, opRemove:
 		return o.buf[:min(len(o.buf), msgKeyLen)]
+	case opDelete:
+		return o.buf
 	case opMark, opRemoveBoth:
 		return o.buf[:min(len(o.buf), markKeyLen)]
 	case opSet:
@@ -562,6 +569,8 @@ func (k opKind) String() string {
 		return "flush"
 	case opSet:
 		return "set"
+	case opDelete:
+		return "delete"
 	}
 	return fmt.Sprintf("op%d", uint8(k))
 }
@@ -569,6 +578,7 @@ func (k opKind) String() string {
 // commit writes ops in one Badger transaction, or several when they exceed Badger's batch
 // limits. With SyncWrites each commit is one write and one sync.
 func (s *Store) commit(ops []op) error {
+	s.commits.Add(1)
 	w := batchWriter{db: s.db, txn: s.db.NewTransaction(true)}
 	if f := s.journalFault.Load(); f != nil {
 		w.fault = *f
@@ -598,6 +608,8 @@ func (s *Store) commit(ops []op) error {
 					err = w.del(o.buf)
 				}
 			}
+		case opDelete:
+			err = w.del(o.buf)
 		}
 		if err != nil {
 			return fmt.Errorf("store: journal: %w", err)

@@ -14,9 +14,10 @@ import (
 )
 
 // schemaVersion is the layout version this code reads and writes (see doc.go).
-// Version 2 added chunked message bodies (large.go); a version-1 database has none
-// and is read as it is (Open rewrites its version).
-const schemaVersion = 2
+// Version 2 added chunked message bodies (large.go), version 3 the ordered logs
+// (prefix 'r', logs.go); an older database has neither, and upgrade makes it
+// version 3.
+const schemaVersion = 3
 
 const (
 	defaultGCInterval = time.Minute
@@ -67,10 +68,12 @@ type Store struct {
 	maxBatch   int
 	maxBacklog int64
 
-	// lifeMu is held for reading by calls that use db directly and for writing by Close,
-	// so db is never used after it is closed.
-	lifeMu sync.RWMutex
-	closed bool
+	// lifeMu is held for reading by calls that use db directly and for writing by Close
+	// to set closed, so db is never used after it is closed. closeDone is closed when
+	// Close has finished.
+	lifeMu    sync.RWMutex
+	closed    bool
+	closeDone chan struct{}
 
 	// defMu serializes definition writes so id assignment and the counters agree.
 	defMu  sync.Mutex
@@ -96,7 +99,8 @@ type Store struct {
 	lateMarks [2]map[msgRef]uint32
 	late      int
 
-	gcRuns atomic.Int64 // value-log GC rounds started, for tests
+	gcRuns  atomic.Int64 // value-log GC rounds started, for tests
+	commits atomic.Int64 // group commits started by the writer, for tests
 	// cancelled counts appends removed before their group commit, and so
 	// never written (cancelSettled).
 	cancelled atomic.Int64
@@ -152,6 +156,7 @@ func Open(cfg Config) (*Store, error) {
 		lateMarks:  [2]map[msgRef]uint32{make(map[msgRef]uint32), make(map[msgRef]uint32)},
 		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
+		closeDone:  make(chan struct{}),
 	}
 	s.cond.L = &s.mu
 	if err := s.init(); err != nil {
@@ -188,12 +193,9 @@ func (s *Store) init() error {
 			}
 			switch v {
 			case schemaVersion:
-			case 1:
-				// Version 2 only added records: nothing to rewrite. Older
-				// builds must not open the database any more.
-				rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
-				if err := txn.Set(schemaKey, rec); err != nil {
-					return fmt.Errorf("store: write schema version: %w", err)
+			case 1, 2:
+				if err := s.upgrade(txn, v); err != nil {
+					return err
 				}
 			default:
 				return fmt.Errorf("%w: %d, this build knows %d", ErrSchemaVersion, v, schemaVersion)
@@ -215,6 +217,32 @@ func (s *Store) init() error {
 	})
 }
 
+// upgrade brings a database of schema version from up to schemaVersion, in
+// txn. Versions 2 and 3 only added records (chunked bodies, then the logs
+// under prefix 'r', which older builds never wrote): messages and definitions
+// stay as they are. Any key under 'r' is deleted all the same, so that a log
+// starts empty, and the new version is written so that older builds refuse the
+// database from now on.
+func (s *Store) upgrade(txn *badger.Txn, from uint64) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixLog}, PrefetchValues: false})
+	var stray [][]byte
+	for it.Rewind(); it.Valid(); it.Next() {
+		stray = append(stray, it.Item().KeyCopy(nil))
+	}
+	it.Close()
+	for _, k := range stray {
+		if err := txn.Delete(k); err != nil {
+			return fmt.Errorf("store: upgrade from schema %d: %w", from, err)
+		}
+	}
+	rec := sealRecord(binary.AppendUvarint(beginRecord(nil), schemaVersion))
+	if err := txn.Set(schemaKey, rec); err != nil {
+		return fmt.Errorf("store: write schema version: %w", err)
+	}
+	s.log.Info("upgraded the data dir's schema", zap.Uint64("from", from), zap.Uint64("to", schemaVersion), zap.Int("stray-log-keys", len(stray)))
+	return nil
+}
+
 // readUvarintRecord decodes a record whose payload is one uvarint.
 func readUvarintRecord(item *badger.Item) (uint64, error) {
 	var v uint64
@@ -232,14 +260,22 @@ func readUvarintRecord(item *badger.Item) (uint64, error) {
 
 // Close writes and syncs everything submitted to the journal (running its callbacks),
 // stops the store's goroutines and closes Badger. Appends after Close fail with
-// ErrClosed; Remove and MarkDelivered after Close are dropped. Close is idempotent.
+// ErrClosed; Remove and MarkDelivered after Close are dropped. Close is idempotent: a
+// second call waits for the first.
+//
+// Close holds lifeMu only to set closed: the store's goroutines (the trimmer takes
+// lifeMu to read) are stopped and waited for after it is released, and Badger is
+// closed after them, when no call can use it any more.
 func (s *Store) Close() error {
 	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
 	if s.closed {
+		s.lifeMu.Unlock()
+		<-s.closeDone
 		return nil
 	}
 	s.closed = true
+	s.lifeMu.Unlock()
+	defer close(s.closeDone)
 
 	s.mu.Lock()
 	s.stopping = true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,4 +122,43 @@ func TestTrimReleasesWrittenLogPages(t *testing.T) {
 	}
 	// Reading every body back mapped the files again; they go again.
 	waitResident("after reading back and removing")
+}
+
+// trimmerWaitsOnLifeMu reports whether the trimmer goroutine is blocked
+// taking lifeMu.
+func trimmerWaitsOnLifeMu() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("store.(*Store).trimLoop")) && bytes.Contains(g, []byte("[sync.RWMutex.RLock")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestCloseWhileTrimmerWaits: Close must not wait for the trimmer while
+// holding lifeMu, which the trimmer takes after each tick. Here the trimmer
+// is made to wait for lifeMu behind a Close that waits for a reader; once
+// the reader is done, Close returns (it used to hold lifeMu while waiting
+// for the trimmer: a deadlock).
+func TestCloseWhileTrimmerWaits(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	s.lifeMu.RLock() // a reader in progress
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	// Close now waits for lifeMu, and so does the trimmer after its next
+	// tick (a waiting writer holds new readers back).
+	for !trimmerWaitsOnLifeMu() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.lifeMu.RUnlock()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close deadlocked with the trimmer")
+	}
 }

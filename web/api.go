@@ -94,6 +94,7 @@ func (s *Server) apiRoutes() []route {
 	h("GET /api/connections/{name}/channels", levelManagement, s.getConnectionChannels)
 	h("GET /api/vhosts/{vhost}/connections", levelManagement, s.getVHostConnections)
 	h("GET /api/channels", levelManagement, s.getChannels)
+	h("GET /api/channels/{name}", levelManagement, s.getChannel)
 	h("GET /api/vhosts/{vhost}/channels", levelManagement, s.getVHostChannels)
 	h("GET /api/consumers", levelManagement, s.getConsumers)
 	h("GET /api/consumers/{vhost}", levelManagement, s.getConsumers)
@@ -145,6 +146,12 @@ func (s *Server) apiRoutes() []route {
 	h("GET /api/permissions/{vhost}/{user}", levelAdmin, s.getPermission)
 	h("PUT /api/permissions/{vhost}/{user}", levelAdmin, s.putPermission)
 	h("DELETE /api/permissions/{vhost}/{user}", levelAdmin, s.deletePermission)
+	h("GET /api/topic-permissions", levelAdmin, s.getTopicPermissions)
+	h("GET /api/topic-permissions/{vhost}/{user}", levelAdmin, s.getTopicPermission)
+	h("PUT /api/topic-permissions/{vhost}/{user}", levelAdmin, s.putTopicPermission)
+	h("DELETE /api/topic-permissions/{vhost}/{user}", levelAdmin, s.deleteTopicPermission)
+	h("GET /api/users/{user}/topic-permissions", levelAdmin, s.getUserTopicPermissions)
+	h("GET /api/vhosts/{vhost}/topic-permissions", levelAdmin, s.getVHostTopicPermissions)
 
 	h("GET /api/definitions", levelAdmin, s.getDefinitions)
 	h("POST /api/definitions", levelAdmin, s.postDefinitions)
@@ -154,10 +161,16 @@ func (s *Server) apiRoutes() []route {
 	s.policyRoutes(h)
 
 	h("GET /api/health/checks/alarms", levelManagement, s.healthAlarms)
-	h("GET /api/health/checks/local-alarms", levelManagement, s.healthAlarms)
+	h("GET /api/health/checks/local-alarms", levelManagement, s.healthLocalAlarms)
 	h("GET /api/health/checks/virtual-hosts", levelManagement, s.healthOK)
 	h("GET /api/health/checks/ready-to-serve-clients", levelManagement, s.healthOK)
+	h("GET /api/health/checks/node-is-quorum-critical", levelManagement, s.healthSingleNode)
+	h("GET /api/health/checks/node-is-mirror-sync-critical", levelManagement, s.healthSingleNode)
+	h("GET /api/health/checks/certificate-expiration/{within}/{unit}", levelManagement, s.healthCertificates)
 	h("GET /api/health/checks/port-listener/{port}", levelManagement, s.healthPort)
+	h("GET /api/health/checks/protocol-listener/{protocol}", levelManagement, s.healthProtocol)
+	h("GET /api/healthchecks/node", levelManagement, s.healthNode)
+	h("GET /api/healthchecks/node/{node}", levelManagement, s.healthNode)
 	h("GET /api/aliveness-test/{vhost}", levelManagement, s.aliveness)
 	return rs
 }

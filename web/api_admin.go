@@ -14,34 +14,35 @@ import (
 
 func osPID() int { return os.Getpid() }
 
-func (s *Server) vhostJSON(name string) item {
-	var ready, unacked int
-	if qs, err := s.b.Queues(name); err == nil {
-		for _, q := range qs {
-			ready += q.Ready
-			unacked += q.Unacked
-		}
+func (s *Server) vhostJSON(name string, rs ranges, vstats map[string]broker.VHostStats) item {
+	qs, _ := s.b.Queues(name)
+	vals := vhostValues(qs, vstats[name])
+	v := s.rates.view(vhostKey(name), rs)
+	it := item{
+		"name":               name,
+		"description":        "",
+		"tags":               []string{},
+		"metadata":           item{"description": "", "tags": []string{}},
+		"default_queue_type": "classic",
+		"tracing":            false,
+		"cluster_state":      item{nodeName(): "running"},
+		"message_stats":      messageStats(v, vals, channelMsgFields),
 	}
-	return item{
-		"name":                    name,
-		"description":             "",
-		"tags":                    []string{},
-		"metadata":                item{"description": "", "tags": []string{}},
-		"default_queue_type":      "classic",
-		"tracing":                 false,
-		"cluster_state":           item{nodeName(): "running"},
-		"messages":                ready + unacked,
-		"messages_ready":          ready,
-		"messages_unacknowledged": unacked,
-	}
+	statsInto(it, v, vals, lengthFields, classLengths)
+	return statsInto(it, v, vals, octetFields, classData)
 }
 
 func (s *Server) getVHosts(w http.ResponseWriter, r *http.Request, p *principal) {
+	rs, ok := requestRanges(w, r)
+	if !ok {
+		return
+	}
 	visible := s.visibleVHosts(p)
+	vstats := s.b.VHostStats()
 	var items []item
 	for _, v := range s.b.VHosts() {
 		if visible(v.Name) {
-			items = append(items, s.vhostJSON(v.Name))
+			items = append(items, s.vhostJSON(v.Name, rs, vstats))
 		}
 	}
 	writeList(w, r, items)
@@ -52,7 +53,11 @@ func (s *Server) getVHost(w http.ResponseWriter, r *http.Request, p *principal) 
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.vhostJSON(vhost))
+	rs, ok := requestRanges(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.vhostJSON(vhost, rs, s.b.VHostStats()))
 }
 
 func (s *Server) putVHost(w http.ResponseWriter, r *http.Request, p *principal) {

@@ -25,12 +25,20 @@ func (s *Server) getExchanges(w http.ResponseWriter, r *http.Request, p *princip
 	if !ok {
 		return
 	}
+	rs, ok := requestRanges(w, r)
+	if !ok {
+		return
+	}
 	xs, err := s.b.Exchanges(vhost)
-	writeVisible(s, w, r, p, xs, err, func(x broker.ExchangeInfo) string { return x.VHost }, s.exchangeJSON)
+	writeVisible(s, w, r, p, xs, err, func(x broker.ExchangeInfo) string { return x.VHost }, func(x broker.ExchangeInfo) item { return s.exchangeJSON(x, rs) })
 }
 
 func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, p *principal) {
 	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	rs, ok := requestRanges(w, r)
 	if !ok {
 		return
 	}
@@ -39,7 +47,7 @@ func (s *Server) getExchange(w http.ResponseWriter, r *http.Request, p *principa
 		s.brokerError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.exchangeJSON(x))
+	writeJSON(w, http.StatusOK, s.exchangeJSON(x, rs))
 }
 
 func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, p *principal) {

@@ -18,12 +18,20 @@ func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal)
 	if !ok {
 		return
 	}
+	rs, ok := requestRanges(w, r)
+	if !ok {
+		return
+	}
 	qs, err := s.b.Queues(vhost)
-	writeVisible(s, w, r, p, qs, err, func(q broker.QueueInfo) string { return q.VHost }, s.queueJSON)
+	writeVisible(s, w, r, p, qs, err, func(q broker.QueueInfo) string { return q.VHost }, func(q broker.QueueInfo) item { return s.queueJSON(q, rs) })
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) {
 	vhost, ok := s.vhostParam(w, r, p)
+	if !ok {
+		return
+	}
+	rs, ok := requestRanges(w, r)
 	if !ok {
 		return
 	}
@@ -32,7 +40,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) 
 		s.brokerError(w, err)
 		return
 	}
-	it := s.queueJSON(q)
+	it := s.queueJSON(q, rs)
 	conss := []item{}
 	for _, c := range s.b.QueueConsumers(vhost, q.Name) {
 		conss = append(conss, consumerJSON(c, ""))

@@ -193,62 +193,38 @@ func propertiesFromJSON(m map[string]any) (amqp.Properties, error) {
 	return p, nil
 }
 
-// details is RabbitMQ's rate object.
-func details(rate float64) map[string]any {
-	return map[string]any{"rate": math.Round(rate*10) / 10}
-}
-
-func messageStatsJSON(s broker.MessageStats, r rateSet) map[string]any {
-	return map[string]any{
-		"publish":             s.Publish,
-		"publish_details":     details(r.Publish),
-		"deliver":             s.Deliver,
-		"deliver_details":     details(r.Deliver),
-		"deliver_no_ack":      0,
-		"get":                 s.Get,
-		"get_details":         details(r.Get),
-		"deliver_get":         s.Deliver + s.Get,
-		"deliver_get_details": details(r.DeliverGet),
-		"ack":                 s.Ack,
-		"ack_details":         details(r.Ack),
-		"redeliver":           s.Redeliver,
-		"redeliver_details":   details(r.Redeliver),
-	}
-}
-
-func (s *Server) queueJSON(q broker.QueueInfo) item {
-	r := s.rates.queue(q.VHost, q.Name)
+func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
+	v := s.rates.view(queueKey(q), rs)
+	vals := queueValues(q)
 	pol, opPol, effective := s.b.PolicyMatch(q.VHost, q.Name, true)
-	it := item{
-		"name":                            q.Name,
-		"vhost":                           q.VHost,
-		"durable":                         q.Durable,
-		"auto_delete":                     q.AutoDelete,
-		"exclusive":                       q.Exclusive,
-		"arguments":                       tableJSON(q.Arguments),
-		"node":                            nodeName(),
-		"state":                           "running",
-		"type":                            orDefault(q.Type, "classic"),
-		"policy":                          orNil(pol),
-		"operator_policy":                 orNil(opPol),
-		"effective_policy_definition":     tableJSON(effective),
-		"exclusive_consumer_tag":          nil,
-		"messages":                        q.Ready + q.Unacked,
-		"messages_details":                details(r.Messages),
-		"messages_ready":                  q.Ready,
-		"messages_ready_details":          details(r.Ready),
-		"messages_unacknowledged":         q.Unacked,
-		"messages_unacknowledged_details": details(r.Unacked),
-		"message_bytes":                   q.ReadyBytes,
-		"message_bytes_ready":             q.ReadyBytes,
-		"messages_paged_out":              q.PagedOut,
-		"message_bytes_paged_out":         q.PagedOutBytes,
-		"messages_ram":                    q.Ready - q.PagedOut + q.Unacked,
-		"messages_ready_ram":              q.Ready - q.PagedOut,
-		"message_bytes_ram":               q.ReadyBytes - q.PagedOutBytes,
-		"consumers":                       q.Consumers,
-		"message_stats":                   messageStatsJSON(q.Stats, r),
-	}
+	// Sized for the fields below and their details: a list of thousands
+	// of queues builds one per queue.
+	it := make(item, 64)
+	it["name"] = q.Name
+	it["vhost"] = q.VHost
+	it["durable"] = q.Durable
+	it["auto_delete"] = q.AutoDelete
+	it["exclusive"] = q.Exclusive
+	it["arguments"] = tableJSON(q.Arguments)
+	it["node"] = nodeName()
+	it["state"] = "running"
+	it["type"] = orDefault(q.Type, "classic")
+	it["policy"] = orNil(pol)
+	it["operator_policy"] = orNil(opPol)
+	it["effective_policy_definition"] = tableJSON(effective)
+	it["exclusive_consumer_tag"] = nil
+	it["recoverable_slaves"] = nil
+	it["message_bytes"] = q.ReadyBytes
+	it["message_bytes_ready"] = q.ReadyBytes
+	it["messages_paged_out"] = q.PagedOut
+	it["message_bytes_paged_out"] = q.PagedOutBytes
+	it["messages_ram"] = q.Ready - q.PagedOut + q.Unacked
+	it["messages_ready_ram"] = q.Ready - q.PagedOut
+	it["messages_unacknowledged_ram"] = q.Unacked
+	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
+	it["consumers"] = q.Consumers
+	it["message_stats"] = messageStats(v, vals, queueMsgFields)
+	statsInto(it, v, vals, lengthFields, classLengths)
 	if q.Owner != "" {
 		it["owner_pid_details"] = map[string]any{"name": q.Owner}
 	}
@@ -274,7 +250,7 @@ func orNil(s string) any {
 	return s
 }
 
-func (s *Server) exchangeJSON(x broker.ExchangeInfo) item {
+func (s *Server) exchangeJSON(x broker.ExchangeInfo, rs ranges) item {
 	var pol string
 	if x.Name != "" { // policies do not apply to the default exchange
 		pol, _, _ = s.b.PolicyMatch(x.VHost, x.Name, false)
@@ -289,6 +265,7 @@ func (s *Server) exchangeJSON(x broker.ExchangeInfo) item {
 		"arguments":                 tableJSON(x.Arguments),
 		"policy":                    orNil(pol),
 		"user_who_performed_action": "rmq-internal",
+		"message_stats":             messageStats(s.rates.view(exchangeKey(x), rs), exchangeValues(x), exchangeMsgFields),
 	}
 }
 
@@ -326,34 +303,45 @@ func bindingJSON(bn broker.BindingInfo) item {
 	}
 }
 
-func connectionJSON(c broker.ConnectionInfo) item {
+func (s *Server) connectionJSON(c broker.ConnectionInfo, rs ranges) item {
 	state := "starting"
 	if c.Open {
 		state = "running"
 	}
 	it := item{
-		"name":               c.Name,
-		"node":               nodeName(),
-		"type":               "network",
-		"protocol":           "AMQP 0-9-1",
-		"state":              state,
-		"vhost":              c.VHost,
-		"user":               c.User,
-		"user_provided_name": nil,
-		"channels":           c.Channels,
-		"peer_host":          c.PeerHost,
-		"peer_port":          c.PeerPort,
-		"host":               c.Host,
-		"port":               c.Port,
-		"ssl":                false,
-		"auth_mechanism":     "PLAIN",
-		"connected_at":       c.ConnectedAt.UnixMilli(),
-		"client_properties":  tableJSON(c.ClientProperties),
-		"frame_max":          c.FrameMax,
-		"channel_max":        c.ChannelMax,
-		"timeout":            int(c.Heartbeat / time.Second),
-		"send_pend":          c.SendPending,
+		"name":                      c.Name,
+		"node":                      nodeName(),
+		"type":                      "network",
+		"protocol":                  "AMQP 0-9-1",
+		"state":                     state,
+		"vhost":                     c.VHost,
+		"user":                      c.User,
+		"user_provided_name":        nil,
+		"channels":                  c.Channels,
+		"peer_host":                 c.PeerHost,
+		"peer_port":                 c.PeerPort,
+		"host":                      c.Host,
+		"port":                      c.Port,
+		"ssl":                       false,
+		"auth_mechanism":            "PLAIN",
+		"connected_at":              c.ConnectedAt.UnixMilli(),
+		"client_properties":         tableJSON(c.ClientProperties),
+		"frame_max":                 c.FrameMax,
+		"channel_max":               c.ChannelMax,
+		"timeout":                   int(c.Heartbeat / time.Second),
+		"send_pend":                 c.SendPending,
+		"recv_cnt":                  c.RecvCnt,
+		"send_cnt":                  c.SendCnt,
+		"peer_cert_issuer":          nil,
+		"peer_cert_subject":         nil,
+		"peer_cert_validity":        nil,
+		"ssl_cipher":                nil,
+		"ssl_hash":                  nil,
+		"ssl_key_exchange":          nil,
+		"ssl_protocol":              nil,
+		"user_who_performed_action": c.User,
 	}
+	statsInto(it, s.rates.view(connectionKey(c.Name), rs), connectionValues(c), octetFields, classData)
 	if n, ok := c.ClientProperties["connection_name"].(string); ok {
 		it["user_provided_name"] = n
 	}
@@ -372,7 +360,7 @@ func peerOf(conn string) (string, int) {
 	return strings.Trim(peer[:i], "[]"), port
 }
 
-func channelJSON(c broker.ChannelInfo) item {
+func (s *Server) channelJSON(c broker.ChannelInfo, rs ranges) item {
 	host, port := peerOf(c.Connection)
 	return item{
 		"name":   channelName(c.Connection, c.Number),
@@ -381,15 +369,18 @@ func channelJSON(c broker.ChannelInfo) item {
 		"connection_details": map[string]any{
 			"name": c.Connection, "peer_host": host, "peer_port": port,
 		},
-		"vhost":                   c.VHost,
-		"user":                    c.User,
-		"state":                   "running",
-		"consumer_count":          c.Consumers,
-		"messages_unacknowledged": c.Unacked,
-		"prefetch_count":          c.Prefetch,
-		"global_prefetch_count":   c.GlobalPrefetch,
-		"confirm":                 c.Confirm,
-		"transactional":           c.Transactional,
+		"vhost":                     c.VHost,
+		"user":                      c.User,
+		"state":                     "running",
+		"consumer_count":            c.Consumers,
+		"messages_unacknowledged":   c.Unacked,
+		"prefetch_count":            c.Prefetch,
+		"global_prefetch_count":     c.GlobalPrefetch,
+		"confirm":                   c.Confirm,
+		"transactional":             c.Transactional,
+		"messages_unconfirmed":      c.Unconfirmed,
+		"user_who_performed_action": c.User,
+		"message_stats":             messageStats(s.rates.view(channelKey(c), rs), channelValues(c.Stats), channelMsgFields),
 	}
 }
 
@@ -400,7 +391,7 @@ func consumerJSON(c broker.ConsumerInfo, user string) item {
 		"queue":        map[string]any{"name": c.Queue, "vhost": c.VHost},
 		"channel_details": map[string]any{
 			"name": channelName(c.Connection, c.Channel), "number": c.Channel,
-			"connection_name": c.Connection, "peer_host": host, "peer_port": port, "user": user,
+			"connection_name": c.Connection, "peer_host": host, "peer_port": port, "user": user, "node": nodeName(),
 		},
 		"ack_required":    c.AckRequired,
 		"exclusive":       c.Exclusive,

@@ -1,44 +1,91 @@
 package web
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 )
 
-// Health checks, as RabbitMQ's /api/health/checks: 200 {"status":"ok"}
-// or 503 {"status":"failed","reason":...}. Every vhost is always running.
+// Health checks, as RabbitMQ 3.10's /api/health/checks and the legacy
+// /api/healthchecks/node: 200 {"status":"ok",...} or 503
+// {"status":"failed","reason":...} with the same extra fields, and 400
+// for a malformed parameter, with RabbitMQ's texts. Warren runs one node:
+// every vhost is always running, and no queue depends on another node.
 
 func (s *Server) healthOK(w http.ResponseWriter, r *http.Request, p *principal) {
 	writeJSON(w, http.StatusOK, item{"status": "ok"})
 }
 
-// healthAlarms fails while a memory or disk alarm is on.
-func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, p *principal) {
+// healthSingleNode answers the checks about other cluster members, as
+// RabbitMQ answers them on a single node.
+func (s *Server) healthSingleNode(w http.ResponseWriter, r *http.Request, p *principal) {
+	writeJSON(w, http.StatusOK, item{"status": "ok", "reason": "single node cluster"})
+}
+
+func (s *Server) alarmItems() []item {
 	on := s.b.Alarms()
-	if len(on) == 0 {
-		writeJSON(w, http.StatusOK, item{"status": "ok"})
-		return
-	}
 	alarms := make([]item, 0, len(on))
 	for _, a := range on {
 		alarms = append(alarms, item{"node": nodeName(), "resource": a})
+	}
+	return alarms
+}
+
+// healthAlarms fails while a memory or disk alarm is on.
+func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, p *principal) {
+	alarms := s.alarmItems()
+	if len(alarms) == 0 {
+		writeJSON(w, http.StatusOK, item{"status": "ok"})
+		return
 	}
 	writeJSON(w, http.StatusServiceUnavailable, item{
 		"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
 	})
 }
 
+// healthLocalAlarms is healthAlarms for this node.
+func (s *Server) healthLocalAlarms(w http.ResponseWriter, r *http.Request, p *principal) {
+	alarms := s.alarmItems()
+	if len(alarms) == 0 {
+		writeJSON(w, http.StatusOK, item{"status": "ok"})
+		return
+	}
+	writeJSON(w, http.StatusServiceUnavailable, item{
+		"status": "failed", "reason": "There are alarms in effect on the node", "alarms": alarms,
+	})
+}
+
+// healthNode is the legacy /api/healthchecks/node[/{node}]: it fails
+// while an alarm is on.
+func (s *Server) healthNode(w http.ResponseWriter, r *http.Request, p *principal) {
+	if n := pathValue(r, "node"); n != "" && n != nodeName() {
+		notFound(w)
+		return
+	}
+	if on := s.b.Alarms(); len(on) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, item{
+			"status": "failed", "reason": "resource alarm(s) in effect:[" + strings.Join(on, ",") + "]",
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, item{"status": "ok"})
+}
+
 func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, p *principal) {
 	port, err := strconv.Atoi(pathValue(r, "port"))
 	if err != nil {
-		badRequest(w, "port must be a number")
+		badRequest(w, "Invalid port")
 		return
 	}
-	var ports []int
+	ports := []int{}
 	for _, l := range s.listeners() {
 		lp, _ := l["port"].(int)
 		if lp == port {
@@ -50,6 +97,109 @@ func (s *Server) healthPort(w http.ResponseWriter, r *http.Request, p *principal
 	writeJSON(w, http.StatusServiceUnavailable, item{
 		"status": "failed", "reason": "No active listener", "missing": port, "ports": ports,
 	})
+}
+
+// protocolAliases are the other names RabbitMQ accepts for a protocol.
+var protocolAliases = map[string]string{
+	"amqp091": "amqp", "amqp0-9-1": "amqp", "amqp0.9.1": "amqp",
+	"amqps": "amqp/ssl", "amqp091/ssl": "amqp/ssl",
+	"prometheus": "http/prometheus", "management": "http", "https": "https",
+}
+
+func (s *Server) healthProtocol(w http.ResponseWriter, r *http.Request, p *principal) {
+	want := strings.ToLower(pathValue(r, "protocol"))
+	if a, ok := protocolAliases[want]; ok {
+		want = a
+	}
+	protocols := []string{}
+	for _, l := range s.listeners() {
+		lp, _ := l["protocol"].(string)
+		if lp == want {
+			writeJSON(w, http.StatusOK, item{"status": "ok", "protocol": want})
+			return
+		}
+		protocols = append(protocols, lp)
+	}
+	writeJSON(w, http.StatusServiceUnavailable, item{
+		"status": "failed", "reason": "No active listener", "missing": pathValue(r, "protocol"), "protocols": protocols,
+	})
+}
+
+// healthCertificates fails when a TLS listener's certificate expires
+// within the given time: /api/health/checks/certificate-expiration/
+// {within}/{unit}, unit days, weeks, months or years.
+func (s *Server) healthCertificates(w http.ResponseWriter, r *http.Request, p *principal) {
+	within, err := strconv.Atoi(pathValue(r, "within"))
+	if err != nil || within < 0 {
+		badRequest(w, "Invalid expiration value.")
+		return
+	}
+	now := time.Now()
+	var limit time.Time
+	switch pathValue(r, "unit") {
+	case "days":
+		limit = now.AddDate(0, 0, within)
+	case "weeks":
+		limit = now.AddDate(0, 0, 7*within)
+	case "months":
+		limit = now.AddDate(0, within, 0)
+	case "years":
+		limit = now.AddDate(within, 0, 0)
+	default:
+		badRequest(w, "Time unit not recognised. Supported units: days, weeks, months, years.")
+		return
+	}
+	expired := []item{}
+	for _, l := range s.tlsListeners() {
+		for _, cert := range l.certs {
+			if cert.NotAfter.Before(limit) {
+				expired = append(expired, item{
+					"node": nodeName(), "protocol": l.protocol, "interface": l.host, "port": l.port,
+					"expired": cert.NotAfter.UTC().Format(time.RFC3339), "subject": cert.Subject.String(),
+				})
+			}
+		}
+	}
+	if len(expired) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, item{"status": "failed", "reason": "Certificates expiring", "expired": expired})
+		return
+	}
+	writeJSON(w, http.StatusOK, item{"status": "ok"})
+}
+
+// tlsListener is a TLS listener's address and certificates (leaves).
+type tlsListener struct {
+	protocol, host string
+	port           int
+	certs          []*x509.Certificate
+}
+
+func (s *Server) tlsListeners() []tlsListener {
+	var out []tlsListener
+	add := func(proto string, a net.Addr, cfg *tls.Config) {
+		if cfg == nil {
+			return
+		}
+		l := tlsListener{protocol: proto}
+		l.host, l.port = splitHostPort(a)
+		for _, c := range cfg.Certificates {
+			leaf := c.Leaf
+			if leaf == nil && len(c.Certificate) > 0 {
+				leaf, _ = x509.ParseCertificate(c.Certificate[0])
+			}
+			if leaf != nil && !slices.Contains(l.certs, leaf) {
+				l.certs = append(l.certs, leaf)
+			}
+		}
+		out = append(out, l)
+	}
+	if a := s.b.AMQPSAddr(); a != nil {
+		add("amqp/ssl", a, s.b.AMQPSTLS())
+	}
+	if a := s.HTTPSAddr(); a != nil {
+		add("https", a, s.cfg.TLS)
+	}
+	return out
 }
 
 // aliveness declares the queue aliveness-test in the vhost, publishes a

@@ -4,13 +4,18 @@
 // embedded console.
 //
 // Handlers are thin: they read broker snapshots (broker/snapshot.go) and
-// call the broker's management and admin methods. Message rates come from
-// one sampler goroutine that reads each queue's counters once per tick;
-// the broker keeps no history.
+// call the broker's management and admin methods. Message rates and their
+// history come from one sampler goroutine that reads the broker's
+// counters once per tick (rates.go); the broker keeps no history.
+//
+// The management API and console are served over HTTP on Addr and, with
+// HTTPSAddr and a TLS configuration, over HTTPS too, as RabbitMQ's
+// management.tcp and management.ssl listeners.
 package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -29,6 +34,11 @@ type Config struct {
 	// MetricsAddr is the Prometheus address (default ":15692"); "-"
 	// disables the metrics listener.
 	MetricsAddr string
+	// HTTPSAddr is the address of the management API and console over
+	// TLS ("" = none; RabbitMQ uses ":15671"). It needs TLS.
+	HTTPSAddr string
+	// TLS is the HTTPS listener's configuration, with its certificate.
+	TLS *tls.Config
 	// SampleInterval is how often message rates are sampled (default 5 s).
 	SampleInterval time.Duration
 	// Logger receives the server's logs (default: none).
@@ -59,19 +69,23 @@ type Server struct {
 	// globals are the global parameters (api_policies.go).
 	globals globalParams
 
-	mu      sync.Mutex
-	ln, mln net.Listener
-	srv     *http.Server
-	msrv    *http.Server
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	closed  bool
+	mu           sync.Mutex
+	ln, mln, sln net.Listener
+	srv          *http.Server
+	msrv         *http.Server
+	ssrv         *http.Server
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	closed       bool
 }
 
 // New returns a server for b. It does no I/O.
 func New(cfg Config, b *broker.Broker) (*Server, error) {
 	if b == nil {
 		return nil, errors.New("web: nil broker")
+	}
+	if cfg.HTTPSAddr != "" && (cfg.TLS == nil || len(cfg.TLS.Certificates) == 0 && cfg.TLS.GetCertificate == nil) {
+		return nil, errors.New("web: HTTPSAddr needs a TLS configuration with a certificate")
 	}
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, b: b, log: cfg.Logger, stop: make(chan struct{}), globals: globalParams{b}}
@@ -107,8 +121,30 @@ func (s *Server) Listen() error {
 		}
 		s.mln = mln
 	}
+	if s.cfg.HTTPSAddr != "" {
+		sln, err := net.Listen("tcp", s.cfg.HTTPSAddr)
+		if err != nil {
+			_ = ln.Close()
+			if s.mln != nil {
+				_ = s.mln.Close()
+				s.mln = nil
+			}
+			return err
+		}
+		s.sln = sln
+	}
 	s.ln = ln
 	return nil
+}
+
+// HTTPSAddr is the bound HTTPS address, or nil.
+func (s *Server) HTTPSAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sln == nil {
+		return nil
+	}
+	return s.sln.Addr()
 }
 
 // Addr is the bound management address, or nil before Listen.
@@ -149,6 +185,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		msrv = s.msrv
 	}
 	mln := s.mln
+	var ssrv *http.Server
+	sln := s.sln
+	if sln != nil {
+		cfg := s.cfg.TLS.Clone()
+		if cfg.MinVersion == 0 {
+			cfg.MinVersion = tls.VersionTLS12
+		}
+		s.ssrv = &http.Server{Handler: s.srv.Handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg}
+		ssrv = s.ssrv
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -162,9 +208,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() { errc <- msrv.Serve(mln) }()
 		s.log.Info("metrics listener started", zap.Stringer("addr", mln.Addr()))
 	}
+	if ssrv != nil {
+		go func() { errc <- ssrv.ServeTLS(sln, "", "") }()
+		s.log.Info("https listener started", zap.Stringer("addr", sln.Addr()))
+	}
 	s.log.Info("http listener started", zap.Stringer("addr", ln.Addr()))
 	err := srv.Serve(ln)
-	if msrv != nil {
+	for _, other := range []*http.Server{msrv, ssrv} {
+		if other == nil {
+			continue
+		}
 		if e := <-errc; err == nil || errors.Is(err, http.ErrServerClosed) {
 			err = e
 		}
@@ -187,11 +240,11 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.stop)
-	srv, msrv, ln, mln := s.srv, s.msrv, s.ln, s.mln
+	srv, msrv, ssrv, ln, mln, sln := s.srv, s.msrv, s.ssrv, s.ln, s.mln, s.sln
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	for _, h := range []*http.Server{srv, msrv} {
+	for _, h := range []*http.Server{srv, msrv, ssrv} {
 		if h != nil {
 			if err := h.Shutdown(ctx); err != nil {
 				_ = h.Close()
@@ -203,6 +256,9 @@ func (s *Server) Close() error {
 	}
 	if msrv == nil && mln != nil {
 		_ = mln.Close()
+	}
+	if ssrv == nil && sln != nil {
+		_ = sln.Close()
 	}
 	s.wg.Wait()
 	return nil
@@ -222,9 +278,4 @@ func (s *Server) sampleLoop() {
 			s.sample(now)
 		}
 	}
-}
-
-func (s *Server) sample(now time.Time) {
-	qs, _ := s.b.Queues("")
-	s.rates.sample(now, s.b.Overview(), qs)
 }
