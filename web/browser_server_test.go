@@ -2,9 +2,7 @@ package web
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,25 +11,6 @@ import (
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 )
-
-// needAPI skips a test when the management API does not serve path with
-// want in its body: these tests were written against the API's rate
-// history and topic permissions before both branches met. Once they are
-// on main the skip never happens, and should go.
-func (e *browserEnv) needAPI(path, want string) {
-	e.t.Helper()
-	req, _ := http.NewRequest("GET", e.base+"api"+path, nil)
-	req.SetBasicAuth("guest", "guest")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-		e.t.Skipf("SKIPPED: the API's %s answers %d without %q", path, res.StatusCode, want)
-	}
-}
 
 // canvasData reads what the console drew on the canvas id: its
 // data-source, data-span and the points and last value of series key.
@@ -56,7 +35,6 @@ func (e *browserEnv) canvasData(id, key string) (source, span string, points int
 // the server keeps (the API's samples), over the range picked.
 func TestBrowserRateHistory(t *testing.T) {
 	e := newBrowserEnv(t, 90*time.Second)
-	e.needAPI("/overview?lengths_age=60&lengths_incr=1", `"samples"`)
 	b := e.bs.Broker
 	if err := b.DeclareQueue("/", "", broker.QueueSpec{Name: "h"}); err != nil {
 		t.Fatal(err)
@@ -132,8 +110,6 @@ func TestBrowserRateHistory(t *testing.T) {
 // administrator sets and clears topic permissions.
 func TestBrowserNodeAndTopicPermissions(t *testing.T) {
 	e := newBrowserEnv(t, 60*time.Second)
-	e.needAPI("/nodes", `"fd_total"`)
-	e.needAPI("/topic-permissions", "[")
 	b := e.bs.Broker
 	e.login("guest", "guest")
 	e.holdRefresh()
