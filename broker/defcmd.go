@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 )
 
@@ -20,8 +19,8 @@ import (
 // definitions state and the command, so every node that applies the same
 // log ends in the same state with the same ids.
 
-// defOp is what a definition command does. Its name is part of the
-// command encoding: never rename one.
+// defOp is what a definition command does. The values are part of the
+// command encoding: never renumber.
 type defOp uint8
 
 const (
@@ -58,105 +57,74 @@ func (o defOp) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// MarshalText encodes the op by its name.
-func (o defOp) MarshalText() ([]byte, error) {
-	if o == 0 || o >= opEnd {
-		return nil, fmt.Errorf("broker: unknown definition command %s", o)
-	}
-	return []byte(defOpNames[o]), nil
-}
-
-// UnmarshalText reads an op encoded by MarshalText.
-func (o *defOp) UnmarshalText(b []byte) error {
-	for i := defOp(1); i < opEnd; i++ {
-		if defOpNames[i] == string(b) {
-			*o = i
-			return nil
-		}
-	}
-	return fmt.Errorf("broker: unknown definition command %q", b)
-}
-
 // defCmd is one definition command. Which fields count depends on Op;
 // the others are zero (and left out of the encoding).
 type defCmd struct {
-	Op    defOp  `json:"op"`
-	VHost string `json:"vhost,omitempty"`
+	Op    defOp
+	VHost string
 	// VHostID, when set, is the id of the vhost the command is for: a
 	// connection whose vhost was deleted, and maybe created again since,
 	// defines nothing in it.
-	VHostID uint64 `json:"vhost_id,omitempty"`
+	VHostID uint64
 	// Name is the exchange, queue, user, policy or global parameter.
-	Name string `json:"name,omitempty"`
+	Name string
 	// Type is an exchange's type.
-	Type       string `json:"type,omitempty"`
-	Durable    bool   `json:"durable,omitempty"`
-	AutoDelete bool   `json:"auto_delete,omitempty"`
-	Internal   bool   `json:"internal,omitempty"`
-	Exclusive  bool   `json:"exclusive,omitempty"`
+	Type       string
+	Durable    bool
+	AutoDelete bool
+	Internal   bool
+	Exclusive  bool
 	// Args are the arguments of an exchange, queue or binding, as an
 	// encoded AMQP table.
-	Args []byte `json:"args,omitempty"`
+	Args []byte
 	// Owner is the id of the connection that declares an exclusive queue
 	// (conn.id).
-	Owner uint64 `json:"owner,omitempty"`
+	Owner uint64
 	// ID names the queue instance a deletion is for (0 = whichever queue
 	// has the name): an automatic deletion must not take a queue
 	// declared again under the same name.
-	ID uint64 `json:"id,omitempty"`
+	ID uint64
 	// IfUnused refuses to delete an exchange that has bindings.
-	IfUnused bool `json:"if_unused,omitempty"`
+	IfUnused bool
 	// Force deletes a transient queue from memory even if the records of
 	// the auto-delete exchanges its deletion takes cannot be deleted (an
 	// exclusive queue whose connection is gone).
-	Force bool `json:"force,omitempty"`
+	Force bool
 	// Binding: Source exchange, destination Dest (an exchange when
 	// ToExchange), routing Key.
-	Source     string `json:"source,omitempty"`
-	Dest       string `json:"destination,omitempty"`
-	ToExchange bool   `json:"to_exchange,omitempty"`
-	Key        string `json:"routing_key,omitempty"`
+	Source     string
+	Dest       string
+	ToExchange bool
+	Key        string
 	// User: its password Hash, HashAlgorithm and Tags; permissions and
 	// topic permissions name it in User.
-	User          string   `json:"user,omitempty"`
-	Hash          []byte   `json:"hash,omitempty"`
-	HashAlgorithm string   `json:"hash_algorithm,omitempty"`
-	Tags          []string `json:"tags,omitempty"`
+	User          string
+	Hash          []byte
+	HashAlgorithm string
+	Tags          []string
 	// Permissions (Configure, Write, Read) and topic permissions (Exchange,
 	// Write, Read): patterns as set.
-	Configure string `json:"configure,omitempty"`
-	Write     string `json:"write,omitempty"`
-	Read      string `json:"read,omitempty"`
-	Exchange  string `json:"exchange,omitempty"`
+	Configure string
+	Write     string
+	Read      string
+	Exchange  string
 	// Policy: Pattern, ApplyTo, Priority, Definition (JSON), Operator.
-	Pattern    string          `json:"pattern,omitempty"`
-	ApplyTo    string          `json:"apply_to,omitempty"`
-	Priority   int             `json:"priority,omitempty"`
-	Definition json.RawMessage `json:"definition,omitempty"`
-	Operator   bool            `json:"operator,omitempty"`
+	Pattern    string
+	ApplyTo    string
+	Priority   int
+	Definition []byte
+	Operator   bool
 	// Value is a global parameter's JSON value.
-	Value json.RawMessage `json:"value,omitempty"`
+	Value []byte
 }
 
-// encode returns the command's encoding, which decodeDefCmd reads back.
+// encode returns the command's encoding (defcodec.go), which
+// decodeDefCmd reads back.
 func (c *defCmd) encode() ([]byte, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("broker: encoding %s: %w", c.Op, err)
-	}
-	return b, nil
-}
-
-// decodeDefCmd reads a command encoded by defCmd.encode.
-func decodeDefCmd(b []byte) (*defCmd, error) {
-	var c defCmd
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("broker: decoding a definition command: %w", err)
-	}
 	if c.Op == 0 || c.Op >= opEnd {
-		return nil, fmt.Errorf("broker: decoding a definition command: unknown %s", c.Op)
+		return nil, fmt.Errorf("broker: encoding a definition command: unknown %s", c.Op)
 	}
-	return &c, nil
+	return c.appendTo(make([]byte, 0, 64)), nil
 }
 
 // DefResult is what applying a definition command came to on this node:

@@ -63,9 +63,19 @@ func TestDefCmdRoundTrip(t *testing.T) {
 			t.Fatalf("command %d: encoded again %s (%v), first %s", i, again, err, enc)
 		}
 	}
-	for _, bad := range []string{`{}`, `{"op":"no-such-op"}`, `{"op":`, `[]`} {
-		if _, err := decodeDefCmd([]byte(bad)); err == nil {
-			t.Errorf("decoding %s: no error", bad)
+	good, err := (&defCmd{Op: opBind, VHost: "/", Source: "x", Tags: []string{"a"}, Priority: -3}).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := [][]byte{nil, {1}, {2, byte(opBind), 0}, {1, 0, 0}, {1, byte(opEnd), 0},
+		{1, byte(opBind), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80},
+		{1, byte(opBind), 1 << 3}, append(good[:len(good):len(good)], 0)}
+	for i := 1; i < len(good); i++ {
+		bad = append(bad, good[:i])
+	}
+	for _, b := range bad {
+		if _, err := decodeDefCmd(b); err == nil {
+			t.Errorf("decoding %v: no error", b)
 		}
 	}
 }

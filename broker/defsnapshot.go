@@ -256,10 +256,12 @@ func (s *snapshotDefs) sort() {
 
 // RestoreDefinitions replaces the broker's definitions with a snapshot
 // made by SnapshotDefinitions; it implements DefinitionMachine. Call it
-// before the broker serves, on a broker without queues. With a store, the
+// before the broker serves, on a broker without queues; it stands for the
+// recovery from the store, which Listen then skips. With a store, the
 // snapshot's records are written to it (one batch), which is meant for a
 // store that holds no definitions yet.
 func (b *Broker) RestoreDefinitions(snap []byte) error {
+	b.recoverOnce.Do(func() {})
 	var s snapshotDefs
 	if err := json.Unmarshal(snap, &s); err != nil {
 		return fmt.Errorf("broker: reading a definitions snapshot: %w", err)
