@@ -7,9 +7,10 @@ import (
 
 // Definition commands. Every change of vhosts, users, permissions, topic
 // permissions, exchanges, queues, bindings, policies, operator policies and
-// global parameters is a defCmd: a plain value, encoded as JSON (arguments
-// as encoded AMQP tables, policy definitions as their JSON), that a
-// DefinitionLog orders and the broker applies (defapply.go). Handlers,
+// global parameters is a defCmd: a plain value, encoded in a small binary
+// form (defcodec.go; arguments as encoded AMQP tables, policy definitions
+// as their JSON), that a DefinitionLog orders and the broker applies
+// (defapply.go). Handlers,
 // whether AMQP methods, the management API, definitions import or an
 // automatic deletion (an exclusive queue's connection gone, the last
 // consumer of an auto-delete queue gone, x-expires), validate what they can
