@@ -237,7 +237,7 @@ func connectAll(nodes []*node) {
 
 // waitFor polls cond until it holds, failing the test after a generous
 // while (a hang, not a speed check).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for start := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 60*time.Second {

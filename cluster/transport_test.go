@@ -35,10 +35,12 @@ type member struct {
 	rafts map[uint64]*raft.Raft
 	fsms  map[uint64]*listFSM
 	trans map[uint64]*raft.NetworkTransport
+	// tune, when set, adjusts the Raft configuration of its groups.
+	tune func(*raft.Config)
 }
 
 // writeSecret writes a cluster secret file, mode 0600, and returns its path.
-func writeSecret(t *testing.T, secret string) string {
+func writeSecret(t testing.TB, secret string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
@@ -49,7 +51,7 @@ func writeSecret(t *testing.T, secret string) string {
 
 // startMember starts the cluster port of node n<id>@test on 127.0.0.1 and
 // opens its store.
-func startMember(t *testing.T, id int, clusterID, secretFile string) *member {
+func startMember(t testing.TB, id int, clusterID, secretFile string) *member {
 	t.Helper()
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
@@ -67,7 +69,7 @@ func startMember(t *testing.T, id int, clusterID, secretFile string) *member {
 
 // startGroup starts the member's replica of group g, bootstrapping it with
 // servers when given.
-func (m *member) startGroup(t *testing.T, g uint64, servers []raft.Server, prepare func(RaftStore)) {
+func (m *member) startGroup(t testing.TB, g uint64, servers []raft.Server, prepare func(RaftStore)) {
 	t.Helper()
 	tr, err := m.node.Transport(g)
 	if err != nil {
@@ -79,6 +81,9 @@ func (m *member) startGroup(t *testing.T, g uint64, servers []raft.Server, prepa
 		t.Fatal(err)
 	}
 	conf := raftConfig(m.id)
+	if m.tune != nil {
+		m.tune(conf)
+	}
 	if servers != nil {
 		if err := raft.BootstrapCluster(conf, rs, rs, snaps, tr, raft.Configuration{Servers: servers}); err != nil {
 			t.Fatal(err)
@@ -96,7 +101,7 @@ func (m *member) startGroup(t *testing.T, g uint64, servers []raft.Server, prepa
 }
 
 // stop shuts the member's groups, its cluster port and its store down.
-func (m *member) stop(t *testing.T) {
+func (m *member) stop(t testing.TB) {
 	t.Helper()
 	if m.node == nil {
 		return
@@ -127,7 +132,7 @@ func servers(ms []*member) []raft.Server {
 }
 
 // groupLeader returns the running member leading group g.
-func groupLeader(t *testing.T, ms []*member, g uint64) *member {
+func groupLeader(t testing.TB, ms []*member, g uint64) *member {
 	t.Helper()
 	var l *member
 	waitFor(t, fmt.Sprintf("a leader of group %d", g), func() bool {
