@@ -30,7 +30,8 @@
 // is itself reused: it is valid until the next Decode of the same method
 // type.
 //
-// The method structs are generated from ../shared/spec (see internal/gen).
+// The method structs are generated from RabbitMQ's amqp-rabbitmq-0.9.1.json,
+// kept in internal/gen with its licence notice.
 package amqp
 
-//go:generate go run ./internal/gen -spec ../../shared/spec/amqp-rabbitmq-0.9.1.json -out methods_gen.go
+//go:generate go run ./internal/gen -spec internal/gen/amqp-rabbitmq-0.9.1.json -out methods_gen.go

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-
-	"github.com/warrenmq/warren/store"
 )
 
 // Administration of vhosts, users and permissions. These methods are what
-// the management API and `warren ctl` call. With a store, each change is
-// stored (one batch) before it is made in memory: a change that fails to
-// store returns the error and changes nothing.
+// the management API and `warren ctl` call. Each validates its input and
+// proposes a definition command (defcmd.go); the apply (defapply.go,
+// defapply_admin.go) stores the change (one batch) before it makes it in
+// memory: a change that fails to store returns the error and changes
+// nothing.
 
 var (
 	// ErrExists means the named object exists already.
@@ -57,141 +57,13 @@ func (b *Broker) AddVHost(name string) error {
 	if name == "" {
 		return fmt.Errorf("broker: empty vhost name")
 	}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	exists := b.vhosts[name] != nil
-	b.mu.Unlock()
-	if exists {
-		return fmt.Errorf("vhost %q: %w", name, ErrExists)
-	}
-	v := newVHost(b, name)
-	if st := b.cfg.Store; st != nil {
-		rec := &store.VHost{Name: name}
-		if _, err := st.Put(rec); err != nil {
-			return err
-		}
-		v.storeID = rec.ID
-	}
-	b.mu.Lock()
-	b.vhosts[name] = v
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opAddVHost, Name: name}).err
 }
 
 // DeleteVHost deletes a vhost, its exchanges, queues and messages, and the
 // permissions on it; its connections are closed with 320.
 func (b *Broker) DeleteVHost(name string) error {
-	b.defMu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			b.defMu.Unlock()
-		}
-	}()
-	b.mu.Lock()
-	v := b.vhosts[name]
-	if v == nil {
-		b.mu.Unlock()
-		return fmt.Errorf("vhost %q: %w", name, ErrNotFound)
-	}
-	// Every record of the vhost goes in one store batch, before anything
-	// changes in memory.
-	var dels []store.DefRef
-	add := func(kind store.Kind, id uint64) {
-		if id != 0 {
-			dels = append(dels, store.DefRef{Kind: kind, ID: id})
-		}
-	}
-	for _, u := range b.users {
-		if p, ok := u.perms[name]; ok {
-			add(store.KindPermission, p.storeID)
-		}
-		for k, tp := range u.topicPerms {
-			if k.vhost == name {
-				add(store.KindTopicPermission, tp.storeID)
-			}
-		}
-	}
-	b.mu.Unlock()
-	v.mu.RLock()
-	for _, qe := range v.queues {
-		add(store.KindQueue, qe.storeID)
-	}
-	for _, ex := range v.exchanges {
-		add(store.KindExchange, ex.storeID)
-	}
-	for _, set := range []map[string]*policy{v.policies.user, v.policies.operator} {
-		for _, p := range set {
-			add(store.KindPolicy, p.storeID)
-		}
-	}
-	v.bindMu.Lock()
-	for _, id := range v.bindingIDs {
-		add(store.KindBinding, id)
-	}
-	v.bindMu.Unlock()
-	v.mu.RUnlock()
-	add(store.KindVHost, v.storeID)
-	if err := b.storeDefs(nil, dels); err != nil {
-		return fmt.Errorf("broker: deleting vhost %q: %w", name, err)
-	}
-
-	v.deleted = true
-	b.mu.Lock()
-	delete(b.vhosts, name)
-	var conns []*conn
-	for c := range b.conns {
-		if c.vhostName() == name {
-			conns = append(conns, c)
-		}
-	}
-	for _, u := range b.users {
-		delete(u.perms, name)
-		for k := range u.topicPerms {
-			if k.vhost == name {
-				delete(u.topicPerms, k)
-			}
-		}
-	}
-	b.permGen.Add(1)
-	b.mu.Unlock()
-	type dropped struct {
-		qe    *queueEntity
-		conss []*consumer
-	}
-	var queues []dropped
-	v.mu.Lock()
-	for _, qe := range v.queues {
-		_, conss := v.dropQueueLocked(qe, false)
-		queues = append(queues, dropped{qe, conss})
-	}
-	for _, ex := range v.exchanges {
-		if v.exchanges[ex.name] == ex {
-			v.deleteExchangeLocked(ex)
-		}
-	}
-	v.mu.Unlock()
-	v.bindMu.Lock()
-	clear(v.bindingIDs)
-	v.bindMu.Unlock()
-	for _, d := range queues {
-		if d.qe.stream != nil {
-			b.dropStream(d.qe)
-		}
-		b.dropQueueData(d.qe)
-	}
-	locked = false
-	b.defMu.Unlock()
-	for _, c := range conns {
-		c.forceClose(fmt.Sprintf("vhost '%s' is deleted", name))
-	}
-	for _, d := range queues {
-		for _, cons := range d.conss {
-			cons.ch.serverCancel(cons)
-		}
-	}
-	return nil
+	return b.propose(&defCmd{Op: opDeleteVHost, Name: name}).err
 }
 
 // Users lists the users by name.
@@ -229,76 +101,13 @@ func (b *Broker) PutUserHash(name string, hash []byte, algorithm string, tags []
 	if algorithm != HashSHA256 && algorithm != HashSHA512 {
 		return fmt.Errorf("%w: %s", ErrUnknownHashAlgorithm, algorithm)
 	}
-	hash, tags = slices.Clone(hash), slices.Clone(tags)
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	var id uint64
-	if u := b.users[name]; u != nil {
-		id = u.storeID
-	}
-	b.mu.Unlock()
-	if st := b.cfg.Store; st != nil {
-		rec := &store.User{ID: id, Name: name, PasswordHash: hash, HashAlgorithm: algorithm, Tags: tags}
-		if _, err := st.Put(rec); err != nil {
-			return err
-		}
-		id = rec.ID
-	}
-	b.mu.Lock()
-	u := b.users[name]
-	if u == nil {
-		u = &user{name: name}
-		b.users[name] = u
-	}
-	u.hash, u.algorithm, u.tags, u.storeID = hash, algorithm, tags, id
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opPutUser, Name: name, Hash: hash, HashAlgorithm: algorithm, Tags: tags}).err
 }
 
 // DeleteUser deletes a user and its permissions, and closes its
 // connections with 320.
 func (b *Broker) DeleteUser(name string) error {
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	u := b.users[name]
-	if u == nil {
-		b.mu.Unlock()
-		return fmt.Errorf("user %q: %w", name, ErrNotFound)
-	}
-	var dels []store.DefRef
-	for _, p := range u.perms {
-		if p.storeID != 0 {
-			dels = append(dels, store.DefRef{Kind: store.KindPermission, ID: p.storeID})
-		}
-	}
-	for _, tp := range u.topicPerms {
-		if tp.storeID != 0 {
-			dels = append(dels, store.DefRef{Kind: store.KindTopicPermission, ID: tp.storeID})
-		}
-	}
-	if u.storeID != 0 {
-		dels = append(dels, store.DefRef{Kind: store.KindUser, ID: u.storeID})
-	}
-	b.mu.Unlock()
-	if err := b.storeDefs(nil, dels); err != nil {
-		return fmt.Errorf("broker: deleting user %q: %w", name, err)
-	}
-	b.mu.Lock()
-	delete(b.users, name)
-	b.permGen.Add(1)
-	var conns []*conn
-	for c := range b.conns {
-		if c.userName() == name {
-			conns = append(conns, c)
-		}
-	}
-	b.mu.Unlock()
-	for _, c := range conns {
-		c.forceClose(fmt.Sprintf("user '%s' is deleted", name))
-	}
-	return nil
+	return b.propose(&defCmd{Op: opDeleteUser, Name: name}).err
 }
 
 // Permissions lists every user's permissions, by user then vhost.
@@ -326,59 +135,12 @@ func (b *Broker) SetPermissions(username, vhostName, configure, write, read stri
 	if err := validatePatterns(configure, write, read); err != nil {
 		return fmt.Errorf("broker: invalid permission pattern: %w", err)
 	}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	u := b.users[username]
-	switch {
-	case u == nil:
-		b.mu.Unlock()
-		return fmt.Errorf("user %q: %w", username, ErrNotFound)
-	case b.vhosts[vhostName] == nil:
-		b.mu.Unlock()
-		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
-	}
-	p := permission{configure: configure, write: write, read: read, storeID: u.perms[vhostName].storeID}
-	b.mu.Unlock()
-	if st := b.cfg.Store; st != nil {
-		rec := &store.Permission{ID: p.storeID, User: username, VHost: vhostName, Configure: configure, Write: write, Read: read}
-		if _, err := st.Put(rec); err != nil {
-			return err
-		}
-		p.storeID = rec.ID
-	}
-	b.mu.Lock()
-	u.setPermission(vhostName, p)
-	b.permGen.Add(1)
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opSetPermissions, User: username, VHost: vhostName, Configure: configure, Write: write, Read: read}).err
 }
 
 // ClearPermissions removes a user's permissions on a vhost.
 func (b *Broker) ClearPermissions(username, vhostName string) error {
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	u := b.users[username]
-	if u == nil {
-		b.mu.Unlock()
-		return fmt.Errorf("user %q: %w", username, ErrNotFound)
-	}
-	p, ok := u.perms[vhostName]
-	b.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("permissions of %q on %q: %w", username, vhostName, ErrNotFound)
-	}
-	if st := b.cfg.Store; st != nil && p.storeID != 0 {
-		if err := st.Delete(store.KindPermission, p.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	b.mu.Lock()
-	delete(u.perms, vhostName)
-	b.permGen.Add(1)
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opClearPermissions, User: username, VHost: vhostName}).err
 }
 
 // TopicPermissionInfo is a user's topic permission on an exchange of a
@@ -417,69 +179,17 @@ func (b *Broker) TopicPermissions() []TopicPermissionInfo {
 // a topic exchange of a vhost (the exchange need not exist yet), as
 // rabbitmqctl set_topic_permissions does.
 func (b *Broker) SetTopicPermissions(username, vhostName, exchangeName, write, read string) error {
-	tp, err := newTopicPermission(username, vhostName, write, read)
-	if err != nil {
+	if _, err := newTopicPermission(username, vhostName, write, read); err != nil {
 		return fmt.Errorf("broker: invalid topic permission pattern: %w", err)
 	}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	u := b.users[username]
-	switch {
-	case u == nil:
-		b.mu.Unlock()
-		return fmt.Errorf("user %q: %w", username, ErrNotFound)
-	case b.vhosts[vhostName] == nil:
-		b.mu.Unlock()
-		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
-	}
-	k := topicPermKey{vhostName, exchangeName}
-	tp.storeID = u.topicPerms[k].storeID
-	b.mu.Unlock()
-	if st := b.cfg.Store; st != nil {
-		rec := &store.TopicPermission{ID: tp.storeID, User: username, VHost: vhostName, Exchange: exchangeName, Write: write, Read: read}
-		if _, err := st.Put(rec); err != nil {
-			return err
-		}
-		tp.storeID = rec.ID
-	}
-	b.mu.Lock()
-	if u.topicPerms == nil {
-		u.topicPerms = make(map[topicPermKey]topicPermission)
-	}
-	u.topicPerms[k] = tp
-	b.permGen.Add(1)
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opSetTopicPermissions, User: username, VHost: vhostName, Exchange: exchangeName,
+		Write: write, Read: read}).err
 }
 
 // ClearTopicPermissions removes a user's topic permission on an exchange
 // of a vhost.
 func (b *Broker) ClearTopicPermissions(username, vhostName, exchangeName string) error {
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	u := b.users[username]
-	if u == nil {
-		b.mu.Unlock()
-		return fmt.Errorf("user %q: %w", username, ErrNotFound)
-	}
-	k := topicPermKey{vhostName, exchangeName}
-	tp, ok := u.topicPerms[k]
-	b.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("topic permission of %q on %q in %q: %w", username, exchangeName, vhostName, ErrNotFound)
-	}
-	if st := b.cfg.Store; st != nil && tp.storeID != 0 {
-		if err := st.Delete(store.KindTopicPermission, tp.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-	}
-	b.mu.Lock()
-	delete(u.topicPerms, k)
-	b.permGen.Add(1)
-	b.mu.Unlock()
-	return nil
+	return b.propose(&defCmd{Op: opClearTopicPermissions, User: username, VHost: vhostName, Exchange: exchangeName}).err
 }
 
 // canAccessVHost reports whether u has permissions on the vhost (any

@@ -105,6 +105,10 @@ type Config struct {
 	// pressure.
 	QueueMemoryMessages int
 	QueueMemoryBytes    int64
+	// DefinitionLog, when set, makes the log that orders definition
+	// commands, given the broker they apply to (a cluster's metadata
+	// group). Nil: the broker applies each command at once.
+	DefinitionLog func(DefinitionMachine) DefinitionLog
 	// PagingRatio is the fraction of the memory high watermark above
 	// which the broker is under memory pressure and pages transient
 	// messages out too (default 0.5, RabbitMQ's
@@ -204,10 +208,18 @@ type Broker struct {
 	// (handshake.go).
 	startFrames sync.Map
 
-	// defMu serialises definition changes (declare, delete, bind) so that
-	// each one's store write happens in order, with no vhost lock held.
-	// Lock order: defMu → vhost.mu.
+	// defMu serialises the apply of definition commands (defapply.go) so
+	// that each one's store write happens in order, with no vhost lock
+	// held. Lock order: defMu → vhost.mu.
 	defMu sync.Mutex
+	// lastID is the highest record id given to each store.Kind (defMu):
+	// part of the definitions state, so that ids are assigned in the apply.
+	lastID [16]uint64
+	// defLog orders definition commands (defcmd.go).
+	defLog DefinitionLog
+	// connIDs finds a connection by its id (mu), for the owner of an
+	// exclusive queue.
+	connIDs map[uint64]*conn
 
 	// recoverOnce runs recover at the first Listen.
 	recoverOnce sync.Once
@@ -250,20 +262,30 @@ func New(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: MaxTableDepth %d is not within 1..%d", cfg.MaxTableDepth, amqp.MaxTableDepth)
 	}
 	b := &Broker{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		vhosts: make(map[string]*vhost),
-		users:  make(map[string]*user),
-		conns:  make(map[*conn]struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		vhosts:  make(map[string]*vhost),
+		users:   make(map[string]*user),
+		conns:   make(map[*conn]struct{}),
+		connIDs: make(map[uint64]*conn),
 	}
-	b.vhosts[cfg.DefaultVHost] = newVHost(b, cfg.DefaultVHost)
+	// The default vhost, user and permission are the first of their kinds:
+	// id 1 each, on every node.
+	v := newVHost(b, cfg.DefaultVHost)
+	v.storeID = 1
+	b.vhosts[cfg.DefaultVHost] = v
 	hash, err := HashPassword(HashSHA256, cfg.DefaultPass)
 	if err != nil {
 		return nil, err
 	}
-	u := &user{name: cfg.DefaultUser, hash: hash, algorithm: HashSHA256, tags: []string{"administrator"}}
-	u.setPermission(cfg.DefaultVHost, permission{configure: ".*", write: ".*", read: ".*"})
+	u := &user{name: cfg.DefaultUser, hash: hash, algorithm: HashSHA256, tags: []string{"administrator"}, storeID: 1}
+	u.setPermission(cfg.DefaultVHost, permission{configure: ".*", write: ".*", read: ".*", storeID: 1})
 	b.users[cfg.DefaultUser] = u
+	b.lastID[store.KindVHost], b.lastID[store.KindUser], b.lastID[store.KindPermission] = 1, 1, 1
+	b.defLog = localDefinitionLog{b}
+	if cfg.DefinitionLog != nil {
+		b.defLog = cfg.DefinitionLog(b)
+	}
 	b.alarm.memFraction = cfg.MemoryHighWatermark
 	b.alarm.memBytes = cfg.MemoryHighWatermarkBytes
 	b.alarm.diskLimit = cfg.DiskFreeLimit
@@ -424,11 +446,13 @@ func (b *Broker) serveConn(nc net.Conn) {
 			return
 		}
 		b.conns[c] = struct{}{}
+		b.connIDs[c.id] = c
 		b.mu.Unlock()
 		b.mgmt.connsOpened.Add(1)
 		c.serve()
 		b.mu.Lock()
 		delete(b.conns, c)
+		delete(b.connIDs, c.id)
 		b.mu.Unlock()
 		b.mgmt.removeConn(c)
 	}()

@@ -75,6 +75,12 @@ type conn struct {
 	// exclusive lists the exclusive queues this connection declared.
 	exclusive []*queueEntity
 
+	// closeNote, sentClose (the connection.close this side sent) and
+	// missedHeartbeats say how the connection ended, for its log line.
+	closeNote        closeNote
+	sentClose        atomic.Pointer[amqp.Error]
+	missedHeartbeats atomic.Bool
+
 	// closing is set once either side sent connection.close; after that
 	// only close and close-ok are processed.
 	closing atomic.Bool
@@ -192,6 +198,7 @@ const frameSizeFudge = amqp.FrameOverhead
 func (c *conn) serve() {
 	err := c.runRecovered()
 	c.teardownRecovered(endedByUs(err))
+	c.logClosed(err)
 }
 
 // run runs the handshake, then reads and handles frames until the
@@ -300,6 +307,7 @@ func (c *conn) sendClose(ae *amqp.Error) {
 	if !c.closing.CompareAndSwap(false, true) {
 		return
 	}
+	c.sentClose.Store(ae)
 	close(c.closeSig)
 	c.send(0, ae.ConnectionClose())
 	d := time.Now().Add(closeTimeout)
@@ -447,6 +455,7 @@ func (c *conn) writeLoop(hb time.Duration) {
 		case now := <-tick:
 			if !c.blocked.Load() && !c.outHeld.Load() && now.Sub(time.Unix(0, c.lastRead.Load())) > 2*hb {
 				c.log.Info("missed heartbeats from client, closing connection", zap.Duration("timeout", 2*hb))
+				c.missedHeartbeats.Store(true)
 				_ = c.nc.Close()
 				continue
 			}

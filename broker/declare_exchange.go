@@ -46,8 +46,7 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	// RabbitMQ's order (rabbit_channel): the type, the default exchange,
 	// then the reserved prefix, which only stops creation (an existing
 	// amq.* exchange may be redeclared), then equivalence.
-	kind, ok := exchange.ParseKind(m.Type)
-	if !ok {
+	if _, ok := exchange.ParseKind(m.Type); !ok {
 		return amqp.Errorf(amqp.CommandInvalid, cls, mth, "unknown exchange type '%s'", m.Type)
 	}
 	if m.Exchange == "" {
@@ -64,47 +63,14 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	if err := ch.accessExchangeDeclare(m); err != nil {
 		return err
 	}
-	ch.c.b.defMu.Lock()
-	defer ch.c.b.defMu.Unlock()
-	if err := v.goneError(cls, mth); err != nil {
-		return err
+	args, err := encodeArgs(m.Arguments)
+	if err != nil {
+		return storeError("exchange", err, cls, mth)
 	}
-	v.mu.Lock()
-	ex := v.exchanges[m.Exchange]
-	if ex != nil {
-		err := equivalentExchange(ex, kind, m, v.name)
-		v.mu.Unlock()
-		if err != nil {
-			return err
-		}
-	} else {
-		if strings.HasPrefix(m.Exchange, "amq.") {
-			v.mu.Unlock()
-			return amqp.Errorf(amqp.AccessRefused, cls, mth,
-				"exchange name '%s' contains reserved prefix 'amq.*'", m.Exchange)
-		}
-		if err := checkName(m.Exchange, cls, mth); err != nil {
-			v.mu.Unlock()
-			return err
-		}
-		ex := &exchangeEntity{
-			name:       m.Exchange,
-			kind:       kind,
-			durable:    m.Durable,
-			autoDelete: m.AutoDelete,
-			internal:   m.Internal,
-			args:       m.Arguments,
-			router:     exchange.NewRouter(kind),
-			alternate:  v.alternateFor(m.Exchange, m.Arguments),
-		}
-		v.mu.Unlock()
-		// Stored before it is visible; defMu keeps the name free meanwhile.
-		if err := ch.c.b.saveExchange(v, ex); err != nil {
-			return storeError("exchange", err, cls, mth)
-		}
-		v.mu.Lock()
-		v.exchanges[m.Exchange] = ex
-		v.mu.Unlock()
+	r := ch.c.b.propose(&defCmd{Op: opDeclareExchange, VHost: v.name, VHostID: v.storeID, Name: m.Exchange,
+		Type: m.Type, Durable: m.Durable, AutoDelete: m.AutoDelete, Internal: m.Internal, Args: args})
+	if r.err != nil {
+		return r.err
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.ExchangeDeclareOk{})
@@ -256,28 +222,9 @@ func (ch *channel) exchangeDelete(m *amqp.ExchangeDelete) error {
 	if err := ch.accessExchangeDelete(m.Exchange); err != nil {
 		return err
 	}
-	ch.c.b.defMu.Lock()
-	defer ch.c.b.defMu.Unlock()
-	v.mu.RLock()
-	ex := v.exchanges[m.Exchange]
-	if ex != nil {
-		if m.IfUnused && ex.router.Len() > 0 {
-			v.mu.RUnlock()
-			return amqp.Errorf(amqp.PreconditionFailed, cls, mth, "exchange '%s' in vhost '%s' in use", m.Exchange, v.name)
-		}
-		r := v.newRemoval()
-		r.deleteExchange(ex)
-		keys, dels := r.records()
-		v.mu.RUnlock()
-		if err := ch.c.b.storeDefs(nil, dels); err != nil {
-			return storeError("exchange deletion", err, cls, mth)
-		}
-		v.mu.Lock()
-		v.deleteExchangeLocked(ex)
-		v.mu.Unlock()
-		v.dropBindingIDs(keys)
-	} else {
-		v.mu.RUnlock()
+	r := ch.c.b.propose(&defCmd{Op: opDeleteExchange, VHost: v.name, VHostID: v.storeID, Name: m.Exchange, IfUnused: m.IfUnused})
+	if r.err != nil {
+		return r.err
 	}
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.ExchangeDeleteOk{})
@@ -298,27 +245,7 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	if dest == "" || src == "" {
 		return accessRefusedDefault(cls, mth)
 	}
-	ch.c.b.defMu.Lock()
-	defer ch.c.b.defMu.Unlock()
-	if err := v.goneError(cls, mth); err != nil {
-		return err
-	}
-	v.mu.RLock()
-	s, d := v.exchanges[src], v.exchanges[dest]
-	switch { // RabbitMQ reports the source first
-	case s == nil:
-		v.mu.RUnlock()
-		return notFoundExchange(src, v.name, cls, mth)
-	case d == nil:
-		v.mu.RUnlock()
-		return notFoundExchange(dest, v.name, cls, mth)
-	}
-	if err := validateBindArgs(s, args, cls, mth); err != nil {
-		v.mu.RUnlock()
-		return err
-	}
-	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestExchange, Name: dest}, Key: key, Args: args}
-	if err := v.changeBinding(s, src, b, s.durable && d.durable, bind, cls, mth); err != nil {
+	if err := ch.c.b.changeBinding(v, src, dest, true, key, args, bind, ch.c.id, cls, mth); err != nil {
 		return err
 	}
 	if !noWait {

@@ -3,8 +3,6 @@ package broker
 import (
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/queue"
@@ -95,73 +93,41 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	// RabbitMQ: exclusive queues are never durable.
 	durable := m.Durable && !m.Exclusive
-	ch.c.b.defMu.Lock()
-	defer ch.c.b.defMu.Unlock()
-	if err := v.goneError(cls, mth); err != nil {
-		return err
-	}
-	v.mu.Lock()
+	// Redeclaring an existing queue changes nothing: it is checked here.
+	v.mu.RLock()
 	qe := v.queues[name]
-	if qe != nil {
-		v.mu.Unlock()
-		if err := ch.exclusiveAccess(qe, true, m.Exclusive, cls, mth); err != nil {
-			return err
+	v.mu.RUnlock()
+	if qe == nil {
+		args, err := encodeArgs(m.Arguments)
+		if err != nil {
+			return storeError("queue", err, cls, mth)
 		}
-		if err := equivalentQueue(qe, durable, m, v.name); err != nil {
-			return err
+		r := ch.c.b.propose(&defCmd{Op: opDeclareQueue, VHost: v.name, VHostID: v.storeID, Name: name,
+			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id})
+		if r.err != nil {
+			return r.err
 		}
-		ch.lastQueue = name
-		qe.touch()
-		ch.declareOk(m.NoWait, qe)
-		return nil
+		if !r.existed {
+			if m.Exclusive {
+				ch.c.exclusive = append(ch.c.exclusive, r.qe)
+			}
+			ch.lastQueue = name
+			if !m.NoWait {
+				ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: name})
+			}
+			return nil
+		}
+		qe = r.qe
 	}
-	if err := v.queueLimitLocked(name); err != nil {
-		v.mu.Unlock()
+	if err := ch.exclusiveAccess(qe, true, m.Exclusive, cls, mth); err != nil {
 		return err
 	}
-	// RabbitMQ checks the arguments of a new queue only (an existing one
-	// is compared for equivalence instead).
-	settings, err := parseQueueArgs(name, v.name, m.Arguments)
-	if err == nil && (settings.stream != nil || settings.quorum) {
-		err = ch.checkStreamDeclare(name, durable, m)
-	}
-	if err != nil {
-		v.mu.Unlock()
+	if err := equivalentQueue(qe, durable, m, v.name); err != nil {
 		return err
-	}
-	qe = &queueEntity{
-		name:       name,
-		vhost:      v,
-		durable:    durable,
-		exclusive:  m.Exclusive,
-		autoDelete: m.AutoDelete,
-		args:       m.Arguments,
-	}
-	qe.initFeatures(v.withPolicies(name, m.Arguments, settings))
-	if m.Exclusive {
-		qe.owner = ch.c
-	}
-	v.mu.Unlock()
-	// Stored before it is visible: a publisher that finds it journals
-	// under its store id. defMu keeps the name free meanwhile.
-	if err := ch.c.b.saveQueue(v, qe); err != nil {
-		return storeError("queue", err, cls, mth)
-	}
-	v.mu.Lock()
-	v.queues[name] = qe
-	v.mu.Unlock()
-	ch.c.b.mgmt.queuesCreated.Add(1)
-	qe.armUnused()
-	if qe.stream != nil {
-		qe.stream.start(ch.c.b)
-	}
-	if m.Exclusive {
-		ch.c.exclusive = append(ch.c.exclusive, qe)
 	}
 	ch.lastQueue = name
-	if !m.NoWait {
-		ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: name})
-	}
+	qe.touch()
+	ch.declareOk(m.NoWait, qe)
 	return nil
 }
 
@@ -227,32 +193,7 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	if xname == "" {
 		return accessRefusedDefault(cls, mth)
 	}
-	ch.c.b.defMu.Lock()
-	defer ch.c.b.defMu.Unlock()
-	if err := v.goneError(cls, mth); err != nil {
-		return err
-	}
-	v.mu.RLock()
-	ex := v.exchanges[xname]
-	if ex == nil {
-		v.mu.RUnlock()
-		return notFoundExchange(xname, v.name, cls, mth)
-	}
-	qe := v.queues[qname]
-	if qe == nil {
-		v.mu.RUnlock()
-		return notFoundQueue(qname, v.name, cls, mth)
-	}
-	if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
-		v.mu.RUnlock()
-		return err
-	}
-	if err := validateBindArgs(ex, args, cls, mth); err != nil {
-		v.mu.RUnlock()
-		return err
-	}
-	b := exchange.Binding{Destination: exchange.Destination{Kind: exchange.DestQueue, Name: qname}, Key: key, Args: args}
-	if err := v.changeBinding(ex, xname, b, ex.durable && qe.durable, bind, cls, mth); err != nil {
+	if err := ch.c.b.changeBinding(v, xname, qname, false, key, args, bind, ch.c.id, cls, mth); err != nil {
 		return err
 	}
 	if bind && !noWait {
@@ -263,46 +204,20 @@ func (ch *channel) queueBind(qname, xname, key string, args amqp.Table, noWait, 
 	return nil
 }
 
-// changeBinding binds (bind) or unbinds b from ex, whose name is source:
-// the store first, then memory. Hold b.defMu and v.mu (read), which it
-// releases.
-func (v *vhost) changeBinding(ex *exchangeEntity, source string, b exchange.Binding, durable, bind bool, cls, mth uint16) error {
-	k := newBindingKey(b, source)
-	if bind {
-		exists := ex.router.Has(b)
-		v.mu.RUnlock()
-		if exists {
-			return nil
-		}
-		id, err := v.b.saveBinding(v, k, source, b, durable)
-		if err != nil {
-			return storeError("binding", err, cls, mth)
-		}
-		v.mu.Lock()
-		ex.partitionKeys.Store(nil)
-		ex.router.Bind(b)
-		v.mu.Unlock()
-		v.addBindingID(k, id)
-		return nil
+// changeBinding proposes binding (bind) or unbinding dest, an exchange
+// when toExchange, to source in v, for the connection owner (its id).
+func (b *Broker) changeBinding(v *vhost, source, dest string, toExchange bool, key string, args amqp.Table, bind bool, owner uint64, cls, mth uint16) error {
+	enc, err := encodeArgs(args)
+	if err != nil {
+		return storeError("binding", err, cls, mth)
 	}
-	if !ex.router.Has(b) {
-		v.mu.RUnlock()
-		return nil
+	op := opBind
+	if !bind {
+		op = opUnbind
 	}
-	r := v.newRemoval()
-	r.unbind(ex, k)
-	keys, dels := r.records()
-	v.mu.RUnlock()
-	if err := v.b.storeDefs(nil, dels); err != nil {
-		return storeError("unbinding", err, cls, mth)
-	}
-	v.mu.Lock()
-	ex.partitionKeys.Store(nil)
-	ex.router.Unbind(b)
-	v.autoDeleteLocked(ex)
-	v.mu.Unlock()
-	v.dropBindingIDs(keys)
-	return nil
+	r := b.propose(&defCmd{Op: op, VHost: v.name, VHostID: v.storeID, Source: source, Dest: dest,
+		ToExchange: toExchange, Key: key, Args: enc, Owner: owner})
+	return r.err
 }
 
 func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
@@ -354,64 +269,38 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 	return nil
 }
 
-// deleteQueue removes qe, its bindings and its consumers (who are told with
-// basic.cancel when their client understands it). It returns the number of
-// ready messages dropped. The store records go first, as one batch; if
-// that fails nothing changes and the error is 541.
+// deleteQueue proposes the deletion of qe, its bindings and its consumers
+// (applyDeleteQueue), refusing with 406 when ifUnused and it has consumers
+// or ifEmpty and it has ready messages. It returns the number of ready
+// messages dropped.
 func (v *vhost) deleteQueue(qe *queueEntity, ifUnused, ifEmpty bool) (int, error) {
 	return v.removeQueue(qe, ifUnused, ifEmpty, false)
 }
 
-// removeQueue is deleteQueue; with mustGo (the exclusive queue of a
+// removeQueue is deleteQueue; with force (the exclusive queue of a
 // closed connection), a transient queue goes even if the store fails,
 // leaving the auto-delete exchanges its deletion would have taken (and
-// their records) in place.
-func (v *vhost) removeQueue(qe *queueEntity, ifUnused, ifEmpty, mustGo bool) (int, error) {
+// their records) in place. The automatic deletions (an exclusive queue's
+// connection gone, the last consumer of an auto-delete queue gone,
+// x-expires) come here too.
+func (v *vhost) removeQueue(qe *queueEntity, ifUnused, ifEmpty, force bool) (int, error) {
 	const cls, mth = amqp.ClassQueue, 40
-	v.b.defMu.Lock()
-	defer v.b.defMu.Unlock()
-	v.mu.RLock()
 	qe.mu.Lock()
 	var err error
+	gone := qe.deleted
 	switch {
-	case qe.deleted || v.queues[qe.name] != qe:
+	case gone:
 	case ifUnused && qe.q.ConsumerCount() > 0:
 		err = amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' in use", qe.name, v.name)
 	case ifEmpty && qe.q.Ready() > 0:
 		err = amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
-	default:
-		qe.mu.Unlock()
-		r := v.newRemoval()
-		r.removeQueue(qe)
-		keys, dels := r.records()
-		v.mu.RUnlock()
-		cascade := true
-		if err := v.b.storeDefs(nil, dels); err != nil {
-			if !mustGo || qe.durable {
-				return 0, storeError("queue deletion", err, cls, mth)
-			}
-			// A transient queue has no records of its own, nor have its
-			// bindings: only the cascade's are left undone.
-			v.b.log.Error("deleting the records of an exclusive queue's auto-delete exchanges",
-				zap.String("queue", qe.name), zap.Error(err))
-			keys, cascade = nil, false
-		}
-		v.mu.Lock()
-		n, conss := v.dropQueueLocked(qe, cascade)
-		v.mu.Unlock()
-		v.dropBindingIDs(keys)
-		if qe.stream != nil {
-			v.b.dropStream(qe)
-		}
-		v.b.dropQueueData(qe)
-		for _, cons := range conss {
-			cons.ch.serverCancel(cons)
-		}
-		return n, nil
 	}
 	qe.mu.Unlock()
-	v.mu.RUnlock()
-	return 0, err
+	if gone || err != nil {
+		return 0, err
+	}
+	r := v.b.propose(&defCmd{Op: opDeleteQueue, VHost: v.name, VHostID: v.storeID, Name: qe.name, ID: qe.id, Force: force})
+	return r.dropped, r.err
 }
 
 // dropQueueLocked removes qe, whose records are deleted, from memory with

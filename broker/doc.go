@@ -20,16 +20,35 @@
 //	Broker.defMu → Broker.mu → vhost.mu → vhost.bindMu
 //	vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
-// Broker.defMu serialises definition changes (declare, delete, bind,
-// users, vhosts, permissions, policies) so that their synchronous store
+// # Definition commands
+//
+// Every change of vhosts, users, permissions, topic permissions,
+// exchanges, queues, bindings, policies, operator policies and global
+// parameters is a definition command (defcmd.go): the handler (an AMQP
+// method, the management API and definitions import through manage.go
+// and admin.go, or an automatic deletion: the exclusive queue of a closed
+// connection, an auto-delete queue's last consumer gone, x-expires)
+// validates what it can, proposes the encoded command to Broker.defLog, a
+// DefinitionLog, holding no lock, and replies with the result of its
+// apply. The single node's log (localDefinitionLog) applies at once;
+// Config.DefinitionLog puts another in front (a cluster's metadata group),
+// which calls ApplyDefinition on every node in log order. The apply
+// (defapply.go, defapply_admin.go) decides from the definitions state and
+// the command alone and assigns record ids from counters that are part of
+// that state (defstore.go); SnapshotDefinitions and RestoreDefinitions
+// (defsnapshot.go) carry the whole state.
+//
+// Broker.defMu serialises the applies so that their synchronous store
 // writes happen in order with no vhost lock held; publishers never take
-// it. A change reads what it needs under vhost.mu (read) or Broker.mu,
-// writes its records as one store batch (one sync) holding defMu alone,
-// and only then changes memory under the write locks (durable.go,
-// topology.go): a failed write changes nothing, and a queue, exchange or
-// binding is visible only once stored. conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
-// mgmtState.mu, chanStats.exMu (stats.go),
-// alarms.mu, replyRegistry.mu and Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a time: dead letters
+// it, nor does a handler while it proposes. An apply reads what it needs
+// under vhost.mu (read) or Broker.mu, writes its records as one store
+// batch (one sync) holding defMu alone, and only then changes memory under
+// the write locks (defapply.go, topology.go): a failed write changes
+// nothing, and a queue, exchange or binding is visible only once stored.
+// conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
+// mgmtState.mu, chanStats.exMu (stats.go), alarms.mu, replyRegistry.mu and
+// Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a
+// time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
 // Queue timers (message expiry, x-expires) and the consumer-timeout

@@ -86,12 +86,35 @@ func (b *Broker) recover() error {
 		b.log.Warn("skipped corrupt definition records", zap.Int("count", defs.Corrupt))
 	}
 	if len(defs.VHosts) == 0 && len(defs.Users) == 0 {
+		b.defMu.Lock()
+		for k, id := range st.LastIDs() {
+			b.takeID(k, id)
+		}
+		b.defMu.Unlock()
 		return b.seedDefaults()
 	}
+	b.defMu.Lock()
+	defer b.defMu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.installDefinitionsLocked(defs, st.LastIDs(), true)
+}
+
+// installDefinitionsLocked replaces the definitions in memory with defs:
+// at recovery (recovering) from the store, with the messages of durable
+// queues, or from a snapshot. The id counters go on from lastIDs and from
+// the ids in defs. Hold b.defMu and b.mu.
+func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[store.Kind]uint64, recovering bool) error {
+	st := b.cfg.Store
 	clear(b.vhosts)
 	clear(b.users)
+	b.lastID = [len(b.lastID)]uint64{}
+	for k, id := range lastIDs {
+		if int(k) < len(b.lastID) {
+			b.takeID(k, id)
+		}
+	}
+	defer b.takeRecordIDs(defs)
 	for _, v := range defs.VHosts {
 		vh := newVHost(b, v.Name)
 		vh.storeID = v.ID
@@ -112,27 +135,43 @@ func (b *Broker) recover() error {
 			b.log.Warn("skipped exchange of unknown type", zap.String("exchange", ex.Name), zap.String("type", ex.Type))
 			continue
 		}
-		v.exchanges[ex.Name] = &exchangeEntity{
-			name: ex.Name, kind: kind, durable: true, autoDelete: ex.AutoDelete, internal: ex.Internal,
-			args: decodeArgs(ex.Args), router: exchange.NewRouter(kind), storeID: ex.ID,
+		e := &exchangeEntity{
+			name: ex.Name, kind: kind, durable: ex.Durable || recovering, autoDelete: ex.AutoDelete, internal: ex.Internal,
+			args: decodeArgs(ex.Args), router: exchange.NewRouter(kind),
 			alternate: v.alternateFor(ex.Name, decodeArgs(ex.Args)),
 		}
+		if e.durable {
+			e.storeID = ex.ID
+		}
+		v.exchanges[ex.Name] = e
 	}
 	for _, q := range defs.Queues {
 		v := b.vhosts[q.VHost]
-		if v == nil || q.Exclusive {
+		if v == nil || (recovering && q.Exclusive) {
 			// Exclusive queues die with their connection, and so with the node.
-			if err := b.dropQueueRecord(q.ID); err != nil {
-				return err
+			if recovering {
+				if err := b.dropQueueRecord(q.ID); err != nil {
+					return err
+				}
 			}
 			continue
 		}
 		qe := &queueEntity{
-			name: q.Name, vhost: v, durable: true, autoDelete: q.AutoDelete,
-			args: decodeArgs(q.Args), storeID: q.ID,
+			name: q.Name, vhost: v, durable: q.Durable || recovering, autoDelete: q.AutoDelete,
+			exclusive: q.Exclusive, args: decodeArgs(q.Args), id: q.ID,
+		}
+		if qe.durable {
+			qe.storeID = q.ID
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		v.queues[q.Name] = qe
+		if !recovering {
+			qe.armUnusedLocked()
+			if qe.stream != nil {
+				qe.stream.start(b)
+			}
+			continue
+		}
 		if qe.stream != nil {
 			if err := b.recoverStream(qe); err != nil {
 				return fmt.Errorf("broker: recovering stream %q: %w", q.Name, err)
@@ -188,6 +227,9 @@ func (b *Broker) recover() error {
 			_, destOK = v.exchanges[bd.Destination]
 		}
 		if src == nil || !destOK {
+			if !recovering {
+				continue
+			}
 			if err := st.Delete(store.KindBinding, bd.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 				b.log.Warn("deleting the record of a binding whose ends are gone", zap.Uint64("id", bd.ID), zap.Error(err))
 			}
@@ -195,7 +237,9 @@ func (b *Broker) recover() error {
 		}
 		bn := exchange.Binding{Destination: exchange.Destination{Kind: kind, Name: bd.Destination}, Key: bd.RoutingKey, Args: decodeArgs(bd.Args)}
 		src.router.Bind(bn)
-		v.bindingIDs[newBindingKey(bn, bd.Source)] = bd.ID
+		if bd.ID != 0 {
+			v.bindingIDs[newBindingKey(bn, bd.Source)] = bd.ID
+		}
 	}
 	for _, p := range defs.Permissions {
 		if u := b.users[p.User]; u != nil {
@@ -239,20 +283,20 @@ func (b *Broker) seedDefaults() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, v := range b.vhosts {
-		rec := &store.VHost{Name: v.name}
+		rec := &store.VHost{ID: v.storeID, Name: v.name}
 		if _, err := st.Put(rec); err != nil {
 			return err
 		}
 		v.storeID = rec.ID
 	}
 	for _, u := range b.users {
-		rec := &store.User{Name: u.name, PasswordHash: u.hash, HashAlgorithm: u.algorithm, Tags: u.tags}
+		rec := &store.User{ID: u.storeID, Name: u.name, PasswordHash: u.hash, HashAlgorithm: u.algorithm, Tags: u.tags}
 		if _, err := st.Put(rec); err != nil {
 			return err
 		}
 		u.storeID = rec.ID
 		for vname, p := range u.perms {
-			prec := &store.Permission{User: u.name, VHost: vname, Configure: p.configure, Write: p.write, Read: p.read}
+			prec := &store.Permission{ID: p.storeID, User: u.name, VHost: vname, Configure: p.configure, Write: p.write, Read: p.read}
 			if _, err := st.Put(prec); err != nil {
 				return err
 			}
@@ -260,62 +304,6 @@ func (b *Broker) seedDefaults() error {
 			u.perms[vname] = p
 		}
 	}
-	return nil
-}
-
-// storeDefs writes a definition change, puts and deletions, as one store
-// batch (one sync). Hold b.defMu and no vhost or queue lock: the change is
-// made in memory only once it is stored, so a failed write changes nothing.
-func (b *Broker) storeDefs(puts []any, dels []store.DefRef) error {
-	if st := b.cfg.Store; st != nil && (len(puts) > 0 || len(dels) > 0) {
-		return st.Update(puts, dels)
-	}
-	return nil
-}
-
-// storeError is the channel-method error for a change that was not stored.
-func storeError(what string, err error, cls, mth uint16) error {
-	return amqp.Errorf(amqp.InternalError, cls, mth, "storing %s: %v", what, err)
-}
-
-// saveExchange records ex, a new durable exchange, and sets its storeID.
-// Call it before ex is visible, with b.defMu held.
-func (b *Broker) saveExchange(v *vhost, ex *exchangeEntity) error {
-	st := b.cfg.Store
-	if st == nil || !ex.durable {
-		return nil
-	}
-	args, err := encodeArgs(ex.args)
-	if err != nil {
-		return err
-	}
-	rec := &store.Exchange{VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: true,
-		AutoDelete: ex.autoDelete, Internal: ex.internal, Args: args}
-	if _, err := st.Put(rec); err != nil {
-		return err
-	}
-	ex.storeID = rec.ID
-	return nil
-}
-
-// saveQueue records qe, a new durable queue, and sets its storeID. Call it
-// before qe is visible (its journal records are keyed by the id), with
-// b.defMu held.
-func (b *Broker) saveQueue(v *vhost, qe *queueEntity) error {
-	st := b.cfg.Store
-	if st == nil || !qe.durable {
-		return nil
-	}
-	args, err := encodeArgs(qe.args)
-	if err != nil {
-		return err
-	}
-	rec := &store.Queue{VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
-		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName()}
-	if _, err := st.Put(rec); err != nil {
-		return err
-	}
-	qe.storeID = rec.ID
 	return nil
 }
 
@@ -339,33 +327,6 @@ func (b *Broker) dropQueueData(qe *queueEntity) {
 			b.log.Error("deleting spilled messages", zap.String("queue", qe.name), zap.Error(err))
 		}
 	}
-}
-
-// saveBinding records bn, a new binding from source between durable ends,
-// unless it has a record already, and returns its record's id (0 = none).
-// Call it before bn is bound, with b.defMu held; addBindingID then keeps
-// the id.
-func (b *Broker) saveBinding(v *vhost, k bindingKey, source string, bn exchange.Binding, durable bool) (uint64, error) {
-	st := b.cfg.Store
-	if st == nil || !durable {
-		return 0, nil
-	}
-	v.bindMu.Lock()
-	_, ok := v.bindingIDs[k]
-	v.bindMu.Unlock()
-	if ok {
-		return 0, nil
-	}
-	args, err := encodeArgs(bn.Args)
-	if err != nil {
-		return 0, err
-	}
-	rec := &store.Binding{VHost: v.name, Source: source, Destination: bn.Destination.Name,
-		DestinationIsExchange: bn.Destination.Kind == exchange.DestExchange, RoutingKey: bn.Key, Args: args}
-	if _, err := st.Put(rec); err != nil {
-		return 0, err
-	}
-	return rec.ID, nil
 }
 
 // addBindingID keeps the record id of the binding k (none when id is 0).

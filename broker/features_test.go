@@ -338,12 +338,22 @@ func TestDeadLetterCycleDropped(t *testing.T) {
 		amqp091.Table{"x-message-ttl": int32(10), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q1"})
 	mustOK(t, err)
 	publish(t, ch, "", "q1", amqp091.Publishing{Body: []byte("m")})
-	time.Sleep(200 * time.Millisecond)
-	for _, q := range []string{"q1", "q2"} {
-		qi, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
-		mustOK(t, err)
-		if qi.Messages != 0 {
-			t.Fatalf("%s holds %d messages", q, qi.Messages)
+	held := func() int {
+		n := 0
+		for _, q := range []string{"q1", "q2"} {
+			qi, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+			mustOK(t, err)
+			n += qi.Messages
+		}
+		return n
+	}
+	// A message that went on cycling would be in one queue or the other
+	// most of the time (10 ms per lap).
+	waitFor(t, "the message to be dropped", func() bool { return held() == 0 })
+	for range 10 {
+		time.Sleep(20 * time.Millisecond)
+		if n := held(); n != 0 {
+			t.Fatalf("q1 and q2 hold %d messages after the cycle was dropped", n)
 		}
 	}
 }

@@ -84,8 +84,9 @@ func (c *conn) firstFrame(f amqp.Frame) error {
 
 // handleConnMethod processes a method on channel 0.
 func (c *conn) handleConnMethod(m amqp.Method) error {
-	switch m.(type) {
+	switch m := m.(type) {
 	case *amqp.ConnectionClose:
+		c.notePeerClose(m)
 		c.closing.Store(true)
 		c.send(0, &amqp.ConnectionCloseOk{})
 		return errConnClosed

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"sort"
 
 	"github.com/warrenmq/warren/store"
@@ -10,7 +9,7 @@ import (
 // Global runtime parameters (RabbitMQ's global parameters: cluster_name,
 // internal_cluster_id, ...): named JSON values the management API and
 // definitions carry. The broker keeps them and stores them; it gives them
-// no meaning. Guarded by Broker.mu; changes are serialised by defMu.
+// no meaning. Guarded by Broker.mu; changes are definition commands (defapply_admin.go).
 
 // GlobalParameter is a global parameter and its JSON value.
 type GlobalParameter struct {
@@ -50,51 +49,15 @@ func (b *Broker) GlobalParameterValue(name string) ([]byte, bool) {
 // the caller has validated) and stores it; created reports whether it is
 // new.
 func (b *Broker) SetGlobalParameter(name string, value []byte) (created bool, err error) {
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	old := b.globals[name]
-	b.mu.Unlock()
-	g := &globalParam{value: append([]byte(nil), value...)}
-	if old != nil {
-		g.storeID = old.storeID
-	}
-	if st := b.cfg.Store; st != nil {
-		rec := &store.GlobalParameter{ID: g.storeID, Name: name, Value: g.value}
-		if _, err := st.Put(rec); err != nil {
-			return false, err
-		}
-		g.storeID = rec.ID
-	}
-	b.mu.Lock()
-	if b.globals == nil {
-		b.globals = make(map[string]*globalParam)
-	}
-	b.globals[name] = g
-	b.mu.Unlock()
-	return old == nil, nil
+	r := b.propose(&defCmd{Op: opSetGlobal, Name: name, Value: value})
+	return r.created, r.err
 }
 
 // DeleteGlobalParameter removes global parameter name; it reports whether
 // there was one.
 func (b *Broker) DeleteGlobalParameter(name string) (bool, error) {
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	b.mu.Lock()
-	g := b.globals[name]
-	b.mu.Unlock()
-	if g == nil {
-		return false, nil
-	}
-	if st := b.cfg.Store; st != nil && g.storeID != 0 {
-		if err := st.Delete(store.KindGlobalParameter, g.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return true, err
-		}
-	}
-	b.mu.Lock()
-	delete(b.globals, name)
-	b.mu.Unlock()
-	return true, nil
+	r := b.propose(&defCmd{Op: opDeleteGlobal, Name: name})
+	return r.existed, r.err
 }
 
 // recoverGlobalsLocked loads the stored global parameters. Hold b.mu.

@@ -90,7 +90,9 @@ func (c *conn) handshake() error {
 	// 0-9-1 §4.2.2: a server that does not accept the protocol header
 	// answers with the header it supports and closes the socket.
 	if !bytes.Equal(hdr[:], amqp.ProtocolHeader) && string(hdr[:]) != header09 {
-		c.log.Info("client did not start with the AMQP 0-9-1 protocol header", zap.Binary("header", hdr[:]))
+		received, hint := describeHeader(hdr[:])
+		c.log.Warn("client did not start with the AMQP 0-9-1 protocol header: closing the connection",
+			zap.String("received", received), zap.String("looks-like", hint))
 		c.out.lock()
 		c.out.buf = append(c.out.buf, amqp.ProtocolHeader...)
 		c.out.unlock(len(amqp.ProtocolHeader))
@@ -167,7 +169,7 @@ func (c *conn) handshake() error {
 	// connection sends connection.close from another goroutine.
 	c.startWriter(c.heartbeat)
 	c.opened.Store(true)
-	c.log.Debug("connection open")
+	c.logOpened()
 	return nil
 }
 

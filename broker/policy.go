@@ -141,64 +141,27 @@ func (b *Broker) SetPolicy(vhostName, name, pattern, applyTo string, priority in
 	if operator && applyTo == "exchanges" {
 		return fmt.Errorf("%w: operator policies apply to queues", ErrInvalidPolicy)
 	}
-	re, err := regexp.Compile(pattern)
-	if err != nil {
+	if _, err := regexp.Compile(pattern); err != nil {
 		return fmt.Errorf("%w: pattern: %v", ErrInvalidPolicy, err)
 	}
 	if err := validatePolicy(definition, operator); err != nil {
 		return err
 	}
-	def := make(map[string]any, len(definition))
-	for k, val := range definition {
-		def[k] = val
+	def, err := json.Marshal(definition)
+	if err != nil {
+		return fmt.Errorf("%w: definition: %v", ErrInvalidPolicy, err)
 	}
-	p := &policy{name: name, pattern: pattern, applyTo: applyTo, re: re, priority: priority, def: def, operator: operator}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	if b.vhost(vhostName) != v {
-		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
-	}
-	v.mu.RLock()
-	if old := v.policies.get(name, operator); old != nil {
-		p.storeID = old.storeID
-	}
-	v.mu.RUnlock()
-	// Stored before it takes effect.
-	if err := b.savePolicy(v, p); err != nil {
-		return err
-	}
-	v.mu.Lock()
-	v.policies.of(operator)[name] = p
-	v.mu.Unlock()
-	v.applyPolicies()
-	return nil
+	return b.propose(&defCmd{Op: opSetPolicy, VHost: vhostName, Name: name, Pattern: pattern, ApplyTo: applyTo,
+		Priority: priority, Definition: def, Operator: operator}).err
 }
 
 // ClearPolicy deletes a policy (operator policy when operator); what it
 // set reverts at once.
 func (b *Broker) ClearPolicy(vhostName, name string, operator bool) error {
-	v := b.vhost(vhostName)
-	if v == nil {
+	if b.vhost(vhostName) == nil {
 		return fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
-	b.defMu.Lock()
-	defer b.defMu.Unlock()
-	v.mu.RLock()
-	p := v.policies.get(name, operator)
-	v.mu.RUnlock()
-	if p == nil {
-		return fmt.Errorf("policy %q in vhost %q: %w", name, vhostName, ErrNotFound)
-	}
-	if st := b.cfg.Store; st != nil && p.storeID != 0 {
-		if err := st.Delete(store.KindPolicy, p.storeID); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("broker: deleting policy: %w", err)
-		}
-	}
-	v.mu.Lock()
-	delete(v.policies.of(operator), name)
-	v.mu.Unlock()
-	v.applyPolicies()
-	return nil
+	return b.propose(&defCmd{Op: opClearPolicy, VHost: vhostName, Name: name, Operator: operator}).err
 }
 
 // PolicyInfo describes a policy.
@@ -419,25 +382,6 @@ func (v *vhost) applyPolicies() {
 	}
 }
 
-// savePolicy records a policy.
-func (b *Broker) savePolicy(v *vhost, p *policy) error {
-	st := b.cfg.Store
-	if st == nil {
-		return nil
-	}
-	def, err := json.Marshal(p.def)
-	if err != nil {
-		return fmt.Errorf("%w: definition: %v", ErrInvalidPolicy, err)
-	}
-	rec := &store.Policy{ID: p.storeID, VHost: v.name, Name: p.name, Pattern: p.pattern, ApplyTo: p.applyTo,
-		Priority: p.priority, Definition: def, Operator: p.operator}
-	if _, err := st.Put(rec); err != nil {
-		return fmt.Errorf("broker: storing policy: %w", err)
-	}
-	p.storeID = rec.ID
-	return nil
-}
-
 // recoverPolicies loads stored policies into their vhosts, before the
 // exchanges and queues they apply to. Hold b.mu.
 func (b *Broker) recoverPolicies(recs []store.Policy) {
@@ -449,7 +393,7 @@ func (b *Broker) recoverPolicies(recs []store.Policy) {
 		var def map[string]any
 		re, err := regexp.Compile(r.Pattern)
 		if err == nil {
-			err = json.Unmarshal(r.Definition, &def)
+			def, err = decodePolicyDefinition(r.Definition)
 		}
 		if err != nil {
 			b.log.Warn("skipped invalid stored policy", zap.String("policy", r.Name), zap.Error(err))

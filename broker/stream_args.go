@@ -279,17 +279,17 @@ func parseStreamConsumeArgs(args amqp.Table, qname, vhost string, now time.Time)
 
 // checkStreamDeclare refuses a stream declare without a store or with
 // properties streams cannot have.
-func (ch *channel) checkStreamDeclare(name string, durable bool, m *amqp.QueueDeclare) error {
-	if err := checkStreamDeclare(name, ch.c.vhost.name, durable, m); err != nil {
+func (b *Broker) checkStreamDeclare(name, vhost string, durable bool, m *amqp.QueueDeclare) error {
+	if err := checkStreamDeclare(name, vhost, durable, m); err != nil {
 		return err
 	}
-	if ch.c.b.cfg.Store == nil {
+	if b.cfg.Store == nil {
 		kind := "stream"
 		if m.Arguments["x-queue-type"] == "quorum" {
 			kind = "quorum"
 		}
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
-			"%s queue '%s' in vhost '%s' needs a data directory", kind, name, ch.c.vhost.name)
+			"%s queue '%s' in vhost '%s' needs a data directory", kind, name, vhost)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"slices"
+
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/store"
 )
@@ -142,4 +144,15 @@ func (v *vhost) dropBindingIDs(keys []bindingKey) {
 		delete(v.bindingIDs, k)
 	}
 	v.bindMu.Unlock()
+}
+
+// deletedNames names the exchanges the removal deletes, in order:
+// "exchange <name>".
+func (r *removal) deletedNames() []string {
+	var out []string
+	for name := range r.gone {
+		out = append(out, "exchange "+name)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -14,10 +14,6 @@ type vhost struct {
 	name    string
 	b       *Broker
 	storeID uint64
-	// deleted is set once DeleteVHost has removed the vhost (Broker.defMu):
-	// its connections, until they close, can define nothing in it.
-	deleted bool
-
 	// bindMu guards bindingIDs, the store records of durable bindings.
 	// It is taken after mu when both are needed.
 	bindMu     sync.Mutex
@@ -132,8 +128,13 @@ type queueEntity struct {
 	exclusive  bool
 	autoDelete bool
 	args       amqp.Table
-	// owner is the connection of an exclusive queue.
-	owner *conn
+	// owner is the connection of an exclusive queue, when it is on this
+	// node; ownerID is its id (conn.id), which the definitions keep.
+	owner   *conn
+	ownerID uint64
+	// id is the queue's id in the definitions, assigned when it is
+	// declared; a durable queue's record has it too (storeID).
+	id uint64
 
 	// hadConsumer arms auto-delete: it fires when the last consumer of a
 	// queue that had one goes.
@@ -155,15 +156,6 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
-}
-
-// goneError refuses a definition change in a deleted vhost, as the
-// connection is being closed for. Hold b.defMu.
-func (v *vhost) goneError(cls, mth uint16) error {
-	if v.deleted {
-		return amqp.Errorf(amqp.ConnectionForced, cls, mth, "vhost '%s' is deleted", v.name)
-	}
-	return nil
 }
 
 func newVHost(b *Broker, name string) *vhost {

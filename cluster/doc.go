@@ -4,7 +4,74 @@
 // data groups, whose logs live in the node's store (store.Log) and go through
 // its one group-commit writer.
 //
-// For now it holds only a test: raftstore_test.go adapts a store.Log to
-// Raft's LogStore and StableStore and runs real Raft groups on it, which shows
-// that the store's log API is enough for Raft without the store importing it.
+// What is here so far: a node's cluster port and identity (Node, Config), the
+// Raft transport of each group over that port (Node.Transport), and the Raft
+// log and stable store over store.Log (RaftStore). The metadata group,
+// membership (Config.Join, ctl join/leave) and the broker link's protocol come
+// next.
+//
+// # Cluster port
+//
+// Each node listens on one TCP port (Config.ClusterAddr) and keeps one
+// connection per peer, multiplexed with yamux (github.com/hashicorp/yamux):
+// every Raft group and the broker link are streams of that one session. A
+// node dials a peer the first time a stream to it is needed; concurrent
+// callers share the dial. When two nodes dial each other at once, both keep
+// the connection dialed by the node with the smaller name and close the other;
+// a connection from a new incarnation of a peer (it restarted) replaces the old
+// one. Sessions are filed by the peer's advertised address, which is its Raft
+// server address in every group.
+//
+// # Handshake
+//
+// A connection carries nothing before its handshake succeeds (handshake.go),
+// inside mutual TLS when Config.TLS is set:
+//
+//	client → server  hello: "WRNC", version, cluster id, node name,
+//	                 advertised address, incarnation, 32-byte random nonce
+//	server → client  its hello (with status "different cluster" and the
+//	                 connection closed, if the cluster ids differ), then its
+//	                 proof HMAC-SHA256(secret, "… server" ‖ client hello ‖ server hello)
+//	client → server  its proof, the same with "client" (or "auth failed" when
+//	                 the server's proof does not match its secret)
+//	server → client  ok, or "auth failed" and the connection closed
+//
+// Each side proves it holds the shared secret (Config.SecretFile, like
+// RabbitMQ's Erlang cookie) over both fresh nonces; the secret never crosses
+// the wire and a recorded handshake cannot be replayed. A peer that fails is
+// closed with a log line "refused cluster peer" naming its address, its
+// claimed name and the reason (a different cluster id, a different secret);
+// repeats of the same refusal are logged at Warn once a minute. A refused peer
+// gets no stream, so no Raft RPC, definition or message.
+//
+// # Streams
+//
+// The opener of a yamux stream writes its kind first:
+//
+//	'R' group(8, big-endian)   a Raft connection of that group
+//	'L'                        the node-to-node broker link (Node.HandleLink,
+//	                           Node.DialLink; the handler gets the peer's name)
+//
+// A Raft stream for a group the node does not run, or a stream of an unknown
+// kind, is closed.
+//
+// # Raft transport
+//
+// Node.Transport(group) is Raft's own NetworkTransport over a StreamLayer
+// whose Dial opens an 'R' stream on the session to the target and whose
+// Accept returns the group's streams that peers opened. We chose this over a
+// Transport of our own because it reuses Raft's tested RPC encoding,
+// heartbeat fast path, AppendEntries pipelining and streamed InstallSnapshot
+// unchanged, and its per-target connection pool becomes a pool of yamux
+// streams, which cost a few KiB each and no TCP connection or handshake: the
+// pool (MaxPool 3 per group and target) is the only per-group cost on the
+// wire. The price is Raft's per-connection goroutines (one per accepted
+// stream), which the bounded number of groups keeps small.
+//
+// # Storage
+//
+// RaftStore keeps a group's log entries and its term and vote in one ordered
+// log of the node's store (store/doc.go), so all groups' appends share the
+// store's group-commit writer. Snapshots use Raft's FileSnapshotStore in a
+// directory per group (a store-backed snapshot store may follow).
 package cluster

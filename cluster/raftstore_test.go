@@ -19,79 +19,6 @@ import (
 	"github.com/warrenmq/warren/store"
 )
 
-// raftStore adapts a store.Log to raft.LogStore and raft.StableStore: the
-// thin adapter the cluster package will use for each Raft group.
-type raftStore struct{ l *store.Log }
-
-var (
-	_ raft.LogStore    = raftStore{}
-	_ raft.StableStore = raftStore{}
-)
-
-// errKeyNotFound is what Raft expects from a StableStore for a missing key:
-// it compares the message, "not found" (raft.go, api.go).
-var errKeyNotFound = errors.New("not found")
-
-func (s raftStore) FirstIndex() (uint64, error) {
-	first, _, err := s.l.Bounds()
-	return first, err
-}
-
-func (s raftStore) LastIndex() (uint64, error) {
-	_, last, err := s.l.Bounds()
-	return last, err
-}
-
-func (s raftStore) GetLog(index uint64, out *raft.Log) error {
-	e, err := s.l.Entry(index)
-	if errors.Is(err, store.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
-	if err != nil {
-		return err
-	}
-	*out = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Extensions}
-	if e.AppendedAt != 0 {
-		out.AppendedAt = time.Unix(0, e.AppendedAt)
-	}
-	return nil
-}
-
-func (s raftStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
-
-func (s raftStore) StoreLogs(logs []*raft.Log) error {
-	es := make([]store.LogEntry, len(logs))
-	for i, l := range logs {
-		es[i] = store.LogEntry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Extensions: l.Extensions}
-		if !l.AppendedAt.IsZero() {
-			es[i].AppendedAt = l.AppendedAt.UnixNano()
-		}
-	}
-	return s.l.AppendWait(es)
-}
-
-func (s raftStore) DeleteRange(min, max uint64) error { return s.l.DeleteRange(min, max) }
-
-func (s raftStore) Set(key, val []byte) error { return s.l.SetValue(key, val) }
-
-func (s raftStore) Get(key []byte) ([]byte, error) {
-	v, err := s.l.Value(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errKeyNotFound
-	}
-	return v, err
-}
-
-func (s raftStore) SetUint64(key []byte, v uint64) error { return s.l.SetUint64(key, v) }
-
-func (s raftStore) GetUint64(key []byte) (uint64, error) {
-	v, err := s.l.Uint64(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, errKeyNotFound
-	}
-	return v, err
-}
-
 func openStore(t testing.TB, dir string, sync bool) *store.Store {
 	t.Helper()
 	log := zap.NewNop()
@@ -111,7 +38,7 @@ func openStore(t testing.TB, dir string, sync bool) *store.Store {
 func TestRaftStoreContract(t *testing.T) {
 	st := openStore(t, t.TempDir(), false)
 	defer st.Close()
-	rs := raftStore{st.Log(1)}
+	rs := NewRaftStore(st.Log(1))
 	var l raft.Log
 	if err := rs.GetLog(1, &l); !errors.Is(err, raft.ErrLogNotFound) {
 		t.Fatalf("GetLog of a missing index: %v", err)
@@ -255,7 +182,7 @@ func (n *node) start(t *testing.T, boot bool, nodes int) {
 	n.st = openStore(t, n.dir, true)
 	n.rafts, n.fsms, n.trans = make([]*raft.Raft, groups), make([]*listFSM, groups), make([]*raft.InmemTransport, groups)
 	for g := range groups {
-		rs := raftStore{n.st.Log(uint64(g + 1))}
+		rs := NewRaftStore(n.st.Log(uint64(g + 1)))
 		snaps, err := raft.NewFileSnapshotStore(n.snapDB[g], 2, io.Discard)
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +237,7 @@ func connectAll(nodes []*node) {
 
 // waitFor polls cond until it holds, failing the test after a generous
 // while (a hang, not a speed check).
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for start := time.Now(); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 60*time.Second {
@@ -447,7 +374,7 @@ func BenchmarkRaftLogStore(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			st := openStore(b, b.TempDir(), true)
 			defer st.Close()
-			fn(b, raftStore{st.Log(1)})
+			fn(b, NewRaftStore(st.Log(1)))
 		})
 	}
 	for name, fn := range map[string]func(*testing.B, raft.StableStore){
@@ -456,7 +383,7 @@ func BenchmarkRaftLogStore(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			st := openStore(b, b.TempDir(), true)
 			defer st.Close()
-			fn(b, raftStore{st.Log(1)})
+			fn(b, NewRaftStore(st.Log(1)))
 		})
 	}
 }

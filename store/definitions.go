@@ -533,3 +533,19 @@ func loadKind[T any](s *Store, txn *badger.Txn, kind Kind, decode func(uint64, *
 	}
 	return nil
 }
+
+// LastIDs returns the id counters: the highest id given to each kind of
+// definition so far (those of deleted records included). A caller that
+// assigns ids itself (Put with an ID) goes on from them, so that no id is
+// reused.
+func (s *Store) LastIDs() map[Kind]uint64 {
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	out := make(map[Kind]uint64, kindEnd)
+	for k := KindVHost; k < kindEnd; k++ {
+		if s.lastID[k] > 0 {
+			out[k] = s.lastID[k]
+		}
+	}
+	return out
+}

@@ -55,6 +55,11 @@ type Config struct {
 	GCInterval time.Duration
 	// MaxBatch is the most journal entries written in one group commit; 0 means 4096.
 	MaxBatch int
+	// Repair lets Badger repair what it repairs by truncating: a
+	// cut-short MANIFEST, a damaged value log or memtable log, losing what
+	// follows the damage. Without it such damage fails Open with a
+	// *DamagedError (damaged.go).
+	Repair bool
 
 	// maxBacklog caps the bytes of appends submitted but not yet durable; 0 means 64 MiB.
 	maxBacklog int64
@@ -142,9 +147,13 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	log := cfg.Logger.Named("store")
-	db, err := badger.Open(badgerOptions(cfg.Dir, cfg.NoSync, log))
+	opts := badgerOptions(cfg.Dir, cfg.NoSync, log)
+	if err := checkDataDir(cfg.Dir, opts, cfg.Repair); err != nil {
+		return nil, err
+	}
+	db, err := openBadger(opts)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", cfg.Dir, err)
+		return nil, err
 	}
 	s := &Store{
 		dir:        cfg.Dir,

@@ -62,7 +62,12 @@ func (s *Store) trimLoop() {
 			return
 		case <-t.C:
 		}
-		s.lifeMu.RLock()
+		// Close holds lifeMu while it waits for this goroutine: waiting
+		// for lifeMu here would deadlock when a tick races the stop. Only
+		// Close takes it for writing.
+		if !s.lifeMu.TryRLock() {
+			continue
+		}
 		if !s.closed {
 			s.trim(n%every == 0)
 		}

@@ -64,9 +64,11 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, p *principal) 
 		badRequest(w, err.Error())
 		return
 	}
-	if t, _ := body["type"].(string); t == "stream" {
-		args = withStreamType(args)
-	} else if t, ok := body["type"].(string); ok && t != "" && t != "classic" {
+	switch t, _ := body["type"].(string); t {
+	case "", "classic":
+	case "stream", "quorum":
+		args = withQueueType(args, t)
+	default:
 		badRequest(w, "unsupported queue type '"+t+"'")
 		return
 	}

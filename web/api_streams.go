@@ -34,10 +34,10 @@ func streamQueueJSON(it item, q broker.QueueInfo) {
 	}
 }
 
-// withStreamType is args with x-queue-type=stream (a queue PUT with
-// "type": "stream").
-func withStreamType(args amqp.Table) amqp.Table {
-	out := amqp.Table{"x-queue-type": "stream"}
+// withQueueType is args with x-queue-type=typ (a queue PUT or imported
+// with "type": "stream" or "quorum").
+func withQueueType(args amqp.Table, typ string) amqp.Table {
+	out := amqp.Table{"x-queue-type": typ}
 	for k, v := range args {
 		out[k] = v
 	}

@@ -71,3 +71,15 @@ func TestStreamsAPI(t *testing.T) {
 	e.must(404, "GET", "/api/super-streams/%2F/inv", nil)
 	e.must(404, "GET", "/api/queues/%2F/inv-0", nil)
 }
+
+// TestQueueTypeInPut: a queue PUT with "type": "quorum" declares a quorum
+// queue, as "stream" declares a stream; an unknown type is refused.
+func TestQueueTypeInPut(t *testing.T) {
+	e := newEnv(t)
+	e.must(201, "PUT", "/api/queues/%2F/q-quorum", map[string]any{"type": "quorum", "durable": true})
+	q := e.must(200, "GET", "/api/queues/%2F/q-quorum", nil).obj(t)
+	if q["type"] != "quorum" {
+		t.Fatalf("queue type %v, want quorum", q["type"])
+	}
+	e.must(400, "PUT", "/api/queues/%2F/q-odd", map[string]any{"type": "odd"})
+}

@@ -274,8 +274,8 @@ func (s *Server) importDefinitions(d *definitions, vhost string) error {
 		if err != nil {
 			return err
 		}
-		if str(q, "type") == "stream" {
-			args = withStreamType(args)
+		if t := str(q, "type"); t == "stream" || t == "quorum" {
+			args = withQueueType(args, t)
 		}
 		if err := s.b.DeclareQueue(objVHost(q), "", broker.QueueSpec{
 			Name: str(q, "name"), Durable: boolField(q, "durable"), AutoDelete: boolField(q, "auto_delete"), Arguments: args,

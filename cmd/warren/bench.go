@@ -56,6 +56,7 @@ func benchFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "duration", Aliases: []string{"z"}, Usage: "run time (0 = until --pmessages are sent, or until interrupted)"},
 		&cli.Int64Flag{Name: "pmessages", Usage: "messages per producer (0 = until --duration)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON summary line on stdout (progress goes to stderr)"},
+		&cli.StringFlag{Name: "output-file", Aliases: []string{"o"}, Usage: "write the per-second figures to this CSV file (as PerfTest's --output-file)"},
 		&cli.BoolFlag{Name: "predeclared", Usage: "use existing exchange, queues and bindings; declare and delete nothing"},
 		&cli.BoolFlag{Name: "auto-delete", Value: true, Usage: "declare queues auto-delete (--auto-delete=false: plain queues, deleted at the end)"},
 		&cli.IntFlag{Name: "connect-only", Usage: "only open N connections with a channel each, report the time, hold them for --duration"},
@@ -129,6 +130,14 @@ func runBenchCommand(cc *cli.Context) error {
 		ConnectParallelism: cc.Int("connect-parallelism"),
 		Out:                progress,
 	}
+	if path := cc.String("output-file"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		cfg.CSV = f
+	}
 	if path := cc.String("cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -176,6 +185,13 @@ type benchSummaryJSON struct {
 	Max         float64 `json:"max_us"`
 	QueueDepth  int64   `json:"queue_depth"`
 	Connections int     `json:"connections"`
+	// Publish-to-confirm latencies (with --confirm).
+	ConfirmMin  float64 `json:"confirm_min_us"`
+	ConfirmP50  float64 `json:"confirm_p50_us"`
+	ConfirmP95  float64 `json:"confirm_p95_us"`
+	ConfirmP99  float64 `json:"confirm_p99_us"`
+	ConfirmP999 float64 `json:"confirm_p999_us"`
+	ConfirmMax  float64 `json:"confirm_max_us"`
 }
 
 func round(v float64, places int) float64 {
@@ -193,6 +209,8 @@ func benchJSON(r benchResult) benchSummaryJSON {
 		Duration: round(r.Duration.Seconds(), 3), Connect: round(float64(r.Connect)/1e6, 1),
 		Failures: r.Failures, Confirmed: r.Confirmed, Nacked: r.Nacked,
 		Min: micros(r.Min), Max: micros(r.Max), QueueDepth: r.QueueDepth, Connections: r.Connections,
+		ConfirmMin: micros(r.ConfirmMin), ConfirmP50: micros(r.ConfirmP50), ConfirmP95: micros(r.ConfirmP95),
+		ConfirmP99: micros(r.ConfirmP99), ConfirmP999: micros(r.ConfirmP999), ConfirmMax: micros(r.ConfirmMax),
 	}
 }
 
@@ -214,6 +232,10 @@ func printBenchSummary(w io.Writer, cfg *benchConfig, r benchResult) {
 	if r.Samples > 0 {
 		fmt.Fprintf(w, "consumer latency min/p50/p95/p99/p99.9/max: %.1f/%.1f/%.1f/%.1f/%.1f/%.1f µs\n",
 			micros(r.Min), micros(r.P50), micros(r.P95), micros(r.P99), micros(r.P999), micros(r.Max))
+	}
+	if r.ConfirmSamples > 0 {
+		fmt.Fprintf(w, "confirm latency min/p50/p95/p99/p99.9/max: %.1f/%.1f/%.1f/%.1f/%.1f/%.1f µs\n",
+			micros(r.ConfirmMin), micros(r.ConfirmP50), micros(r.ConfirmP95), micros(r.ConfirmP99), micros(r.ConfirmP999), micros(r.ConfirmMax))
 	}
 	fmt.Fprintf(w, "connections: %d opened in %.1f ms, failures: %d\n", r.Connections, float64(r.Connect)/1e6, r.Failures)
 }

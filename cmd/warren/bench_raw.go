@@ -112,6 +112,9 @@ type rawChannel struct {
 	lostDone bool
 
 	confirms *rawConfirms // producer in confirm mode
+	// synced receives a signal when a synchronous reply arrives on the
+	// channel once the reader runs (barrier).
+	synced chan struct{}
 
 	cons     *benchConsumer // consumer
 	autoAck  bool
@@ -455,7 +458,7 @@ func (c *rawConn) openChannel() (*rawChannel, error) {
 	if id > 65535 || (c.channelMax != 0 && id > int(c.channelMax)) {
 		return nil, fmt.Errorf("channel %d: above the server's channel-max %d", id, c.channelMax)
 	}
-	ch := &rawChannel{c: c, id: uint16(id), closedC: make(chan struct{})}
+	ch := &rawChannel{c: c, id: uint16(id), closedC: make(chan struct{}), synced: make(chan struct{}, 1)}
 	c.chans = append(c.chans, ch)
 	if _, err := c.call(ch, &wire.ChannelOpen{}); err != nil {
 		return nil, err
@@ -505,8 +508,16 @@ func (c *rawConn) readLoop() {
 		if f, err = c.fr.ReadFrame(); err != nil {
 			break
 		}
-		if _, _, err = c.handle(f); err != nil {
+		var id uint16
+		var reply wire.Method
+		if id, reply, err = c.handle(f); err != nil {
 			break
+		}
+		if reply != nil && id != 0 {
+			select {
+			case c.chans[id].synced <- struct{}{}:
+			default:
+			}
 		}
 	}
 	reason := err
@@ -701,6 +712,8 @@ func (ch *rawChannel) delivered() {
 type rawConfirms struct {
 	mu      sync.Mutex
 	pending []bool
+	sentAt  []int64      // UnixNano of each pending publish, by tag
+	hist    *latencyHist // publish-to-confirm latencies
 	mask    uint64
 	window  uint64
 	next    uint64 // the tag of the next publish; tags start at 1
@@ -711,24 +724,25 @@ type rawConfirms struct {
 	nacked  *atomic.Uint64
 }
 
-func newRawConfirms(window int, acked, nacked *atomic.Uint64) *rawConfirms {
+func newRawConfirms(window int, acked, nacked *atomic.Uint64, hist *latencyHist) *rawConfirms {
 	n := 1
 	for n < window {
 		n <<= 1
 	}
 	return &rawConfirms{
-		pending: make([]bool, n), mask: uint64(n - 1), window: uint64(window),
+		pending: make([]bool, n), sentAt: make([]int64, n), hist: hist, mask: uint64(n - 1), window: uint64(window),
 		next: 1, low: 1, wake: make(chan struct{}, 1), acked: acked, nacked: nacked,
 	}
 }
 
-// reserve takes the next tag if the window allows; otherwise the caller
-// waits for wake.
-func (k *rawConfirms) reserve() bool {
+// reserve takes the next tag, for a publish sent at now (UnixNano), if
+// the window allows; otherwise the caller waits for wake.
+func (k *rawConfirms) reserve(now int64) bool {
 	k.mu.Lock()
 	ok := k.next-k.low < k.window
 	if ok {
 		k.pending[k.next&k.mask] = true
+		k.sentAt[k.next&k.mask] = now
 		k.next++
 	} else {
 		k.waiting = true
@@ -750,17 +764,20 @@ func (k *rawConfirms) settled() bool {
 // settle applies a basic.ack or basic.nack from the broker.
 func (k *rawConfirms) settle(tag uint64, multiple, ack bool) {
 	var n uint64
+	now := time.Now().UnixNano()
 	k.mu.Lock()
 	if tag >= k.low && tag < k.next {
 		if multiple {
 			for t := k.low; t <= tag; t++ {
 				if k.pending[t&k.mask] {
 					k.pending[t&k.mask] = false
+					k.hist.record(now - k.sentAt[t&k.mask])
 					n++
 				}
 			}
 		} else if k.pending[tag&k.mask] {
 			k.pending[tag&k.mask] = false
+			k.hist.record(now - k.sentAt[tag&k.mask])
 			n = 1
 		}
 		for k.low < k.next && !k.pending[k.low&k.mask] {
@@ -844,7 +861,7 @@ func (rc *rawClient) open() (int, error) {
 				if _, err := c.call(ch, &wire.ConfirmSelect{}); err != nil {
 					return n, fmt.Errorf("confirm.select: %w", err)
 				}
-				ch.confirms = newRawConfirms(cfg.Confirm, &p.confirmed, &p.nacked)
+				ch.confirms = newRawConfirms(cfg.Confirm, &p.confirmed, &p.nacked, &p.confirmHist)
 			}
 			if p.rawMsg, p.rawBody, err = rawMessage(ch.id, r.topo.exchange, p.route, cfg, c.frameMax); err != nil {
 				return n, err
@@ -921,7 +938,8 @@ loop:
 				}
 			}
 		}
-		for k != nil && !k.reserve() {
+		now := time.Now().UnixNano()
+		for k != nil && !k.reserve(now) {
 			if err := c.flush(); err != nil {
 				fail(err)
 				return
@@ -934,8 +952,8 @@ loop:
 				fail(ch.err)
 				return
 			}
+			now = time.Now().UnixNano()
 		}
-		now := time.Now().UnixNano()
 		binary.BigEndian.PutUint64(msg[off:], uint64(now))
 		binary.BigEndian.PutUint64(msg[off+8:], seq)
 		if err := c.publish(ch, msg, now); err != nil {
@@ -960,6 +978,33 @@ loop:
 		case <-grace.C:
 			return
 		case <-ch.closedC:
+			return
+		}
+	}
+}
+
+// barrier sends basic.qos (harmless on a channel that does not consume) on
+// every producer channel and waits for the qos-ok, which the broker sends
+// after handling the publishes before it.
+func (rc *rawClient) barrier() {
+	timeout := time.NewTimer(benchBarrierTimeout)
+	defer timeout.Stop()
+	var waiting []*rawChannel
+	for _, p := range rc.r.producers {
+		ch := p.raw
+		if ch == nil || ch.closed.Load() {
+			continue
+		}
+		if ch.c.send(ch, &wire.BasicQos{}) != nil || ch.c.flush() != nil {
+			continue
+		}
+		waiting = append(waiting, ch)
+	}
+	for _, ch := range waiting {
+		select {
+		case <-ch.synced:
+		case <-ch.closedC:
+		case <-timeout.C:
 			return
 		}
 	}

@@ -346,14 +346,14 @@ func TestRawNoAllocsPerMessage(t *testing.T) {
 	ch := &rawChannel{c: c, id: 1, closedC: make(chan struct{})}
 	c.chans = append(c.chans, ch)
 	var acked, nacked atomic.Uint64
-	ch.confirms = newRawConfirms(64, &acked, &nacked)
+	ch.confirms = newRawConfirms(64, &acked, &nacked, new(latencyHist))
 	msg, off, err := rawMessage(1, "x", benchRoute{key: "k", headers: amqp.Table{benchHeaderKey: "q"}}, &benchConfig{Size: 4096}, 131072)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seq uint64
 	if n := testing.AllocsPerRun(10_000, func() {
-		if !ch.confirms.reserve() {
+		if !ch.confirms.reserve(0) {
 			t.Fatal("window full")
 		}
 		now := time.Now().UnixNano()
@@ -403,17 +403,17 @@ func TestRawNoAllocsPerMessage(t *testing.T) {
 
 func TestRawConfirms(t *testing.T) {
 	var acked, nacked atomic.Uint64
-	k := newRawConfirms(3, &acked, &nacked)
+	k := newRawConfirms(3, &acked, &nacked, new(latencyHist))
 	for range 3 {
-		if !k.reserve() {
+		if !k.reserve(0) {
 			t.Fatal("window of 3 refused a publish")
 		}
 	}
-	if k.reserve() {
+	if k.reserve(0) {
 		t.Fatal("window of 3 took a fourth")
 	}
 	k.settle(2, false, true) // out of order: the window stays full
-	if k.reserve() || k.settled() {
+	if k.reserve(0) || k.settled() {
 		t.Fatal("tag 1 is still outstanding")
 	}
 	select {
@@ -422,7 +422,7 @@ func TestRawConfirms(t *testing.T) {
 		t.Fatal("no wake-up")
 	}
 	k.settle(1, false, false)
-	if !k.reserve() || !k.reserve() || k.reserve() { // 4 and 5; 3 outstanding
+	if !k.reserve(0) || !k.reserve(0) || k.reserve(0) { // 4 and 5; 3 outstanding
 		t.Fatal("window after tags 1 and 2")
 	}
 	k.settle(5, true, true)

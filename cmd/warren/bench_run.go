@@ -32,6 +32,10 @@ func waitGroupTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
+// benchBarrierTimeout bounds the wait for the broker to take in what the
+// producers sent, before the queue depth is read.
+const benchBarrierTimeout = 5 * time.Second
+
 // benchMinSize is the smallest body: an 8-byte send timestamp (UnixNano)
 // and an 8-byte sequence number, both big-endian.
 const benchMinSize = 16
@@ -68,6 +72,9 @@ type benchConfig struct {
 	ConnectParallelism int
 	// Out receives the per-second lines; nil discards them.
 	Out io.Writer
+	// CSV, when not nil, receives the per-second figures as CSV
+	// (PerfTest's --output-file).
+	CSV io.Writer
 }
 
 func (cfg *benchConfig) validate() error {
@@ -109,9 +116,13 @@ type benchResult struct {
 	Connect           time.Duration // to open every connection and channel
 	Connections       int
 	Failures          uint64
-	QueueDepth        int64  // ready messages when the producers stopped; -1 unknown
+	QueueDepth        int64  // ready messages once the broker took in what was sent; -1 unknown
 	Samples           uint64 // latencies recorded
-	FirstFailure      error  // the first of Failures, if any
+	// Publish-to-confirm latencies, with ConfirmSamples recorded.
+	ConfirmMin, ConfirmMax                          time.Duration
+	ConfirmP50, ConfirmP95, ConfirmP99, ConfirmP999 time.Duration
+	ConfirmSamples                                  uint64
+	FirstFailure                                    error // the first of Failures, if any
 }
 
 // benchProducer and benchConsumer are owned by their goroutine; the atomics
@@ -125,6 +136,7 @@ type benchProducer struct {
 	rawMsg                  []byte        // the frames of one publish (raw)
 	rawBody                 int           // where the body starts in rawMsg
 	route                   benchRoute
+	confirmHist             latencyHist // publish-to-confirm latencies
 }
 
 type benchConsumer struct {
@@ -151,6 +163,10 @@ type benchClient interface {
 	produce(p *benchProducer)
 	// abort fails the sockets under producers stuck in a write.
 	abort()
+	// barrier returns once the broker has handled every publish sent (a
+	// synchronous round trip on each producer channel), or after
+	// benchBarrierTimeout.
+	barrier()
 	// stopConsumers ends the consumers and waits for wg.
 	stopConsumers(wg *sync.WaitGroup)
 	// close closes every connection.
@@ -221,15 +237,10 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 		return benchResult{}, fmt.Errorf("connect: %w", err)
 	}
 	defer func() { _ = admin.Close() }()
-	ach, err := admin.Channel()
-	if err != nil {
-		return benchResult{}, fmt.Errorf("open channel: %w", err)
-	}
-	if err := topo.declare(ach, &cfg); err != nil {
+	defer topo.teardown(admin, &cfg)
+	if err := topo.declare(admin, &cfg); err != nil {
 		return benchResult{}, err
 	}
-	_ = ach.Close()
-	defer topo.teardown(admin, &cfg)
 
 	var cl benchClient = &rawClient{r: r}
 	if cfg.Client == benchClientAMQP091 {
@@ -271,6 +282,11 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 	}
 	end := time.Now()
 	if len(r.producers) > 0 {
+		// Publishes are asynchronous: the last ones may still be in
+		// flight. The depth is read once the broker has them.
+		if !r.forced.Load() {
+			cl.barrier()
+		}
 		res.QueueDepth = topo.depth(admin)
 	}
 	cl.stopConsumers(&consumersWG)
@@ -301,6 +317,10 @@ func runBench(ctx context.Context, cfg benchConfig) (benchResult, error) {
 	res.Samples = h.n
 	res.Min, res.Max = h.min(), h.max()
 	res.P50, res.P95, res.P99, res.P999 = h.quantile(0.50), h.quantile(0.95), h.quantile(0.99), h.quantile(0.999)
+	ch := &rep.confirmTotal
+	res.ConfirmSamples = ch.n
+	res.ConfirmMin, res.ConfirmMax = ch.min(), ch.max()
+	res.ConfirmP50, res.ConfirmP95, res.ConfirmP99, res.ConfirmP999 = ch.quantile(0.50), ch.quantile(0.95), ch.quantile(0.99), ch.quantile(0.999)
 	res.Failures = r.failures.Load()
 	r.errMu.Lock()
 	res.FirstFailure = r.firstErr
@@ -368,6 +388,17 @@ func (ac *amqp091Client) consume(wg *sync.WaitGroup) error {
 }
 
 func (ac *amqp091Client) produce(p *benchProducer) { ac.r.produce(p) }
+
+func (ac *amqp091Client) barrier() {
+	var wg sync.WaitGroup
+	for _, p := range ac.r.producers {
+		if p.ch != nil && !p.ch.IsClosed() {
+			// basic.qos is harmless on a channel that does not consume.
+			wg.Go(func() { _ = p.ch.Qos(0, 0, false) })
+		}
+	}
+	waitGroupTimeout(&wg, benchBarrierTimeout)
+}
 
 func (ac *amqp091Client) abort() {
 	for _, c := range ac.conns {
@@ -482,8 +513,15 @@ func (r *benchRun) produce(p *benchProducer) {
 		confirms = p.ch.NotifyPublish(make(chan amqp.Confirmation, cfg.Confirm+1))
 	}
 	outstanding := 0
+	// sentAt holds the send time of each unconfirmed publish by delivery
+	// tag (seq+1); at most Confirm are outstanding.
+	var sentAt []int64
+	if confirms != nil {
+		sentAt = make([]int64, cfg.Confirm+1)
+	}
 	settle := func(c amqp.Confirmation) {
 		outstanding--
+		p.confirmHist.record(time.Now().UnixNano() - sentAt[c.DeliveryTag%uint64(len(sentAt))])
 		if c.Ack {
 			p.confirmed.Add(1)
 		} else {
@@ -526,8 +564,12 @@ func (r *benchRun) produce(p *benchProducer) {
 		if r.stopping.Load() {
 			break
 		}
-		binary.BigEndian.PutUint64(body[0:8], uint64(time.Now().UnixNano()))
+		now := time.Now().UnixNano()
+		binary.BigEndian.PutUint64(body[0:8], uint64(now))
 		binary.BigEndian.PutUint64(body[8:16], seq)
+		if sentAt != nil {
+			sentAt[(seq+1)%uint64(len(sentAt))] = now
+		}
 		if err := p.ch.Publish(r.topo.exchange, p.route.key, false, false, msg); err != nil {
 			if !r.forced.Load() {
 				r.fail(fmt.Errorf("publish: %w", err))

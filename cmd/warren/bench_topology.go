@@ -29,6 +29,11 @@ type benchTopology struct {
 	routes   []benchRoute // one per producer
 	durable  bool
 	autoDel  bool
+	// createdX and createdQ record what declare created, the only things
+	// teardown deletes: a queue or exchange that was there before the run
+	// is the user's, and a bench never deletes or purges it.
+	createdX bool
+	createdQ []bool
 }
 
 func planTopology(cfg *benchConfig) (*benchTopology, error) {
@@ -128,20 +133,36 @@ func extraTopicBinding(j int) string {
 	return w + ".#"
 }
 
-// declare creates the exchange, queues and bindings on ch.
-func (t *benchTopology) declare(ch *amqp.Channel, cfg *benchConfig) error {
+// declare creates the exchange, queues and bindings on conn, noting which
+// of the exchange and queues did not exist before.
+func (t *benchTopology) declare(conn *amqp.Connection, cfg *benchConfig) error {
 	if cfg.Predeclared {
 		return nil
 	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer func() { _ = ch.Close() }()
 	if t.declareX {
+		existed := exists(conn, func(pc *amqp.Channel) error {
+			return pc.ExchangeDeclarePassive(t.exchange, cfg.ExchangeType, false, false, false, false, nil)
+		})
 		if err := ch.ExchangeDeclare(t.exchange, cfg.ExchangeType, false, false, false, false, nil); err != nil {
 			return fmt.Errorf("declare exchange %q: %w", t.exchange, err)
 		}
+		t.createdX = !existed
 	}
+	t.createdQ = make([]bool, len(t.queues))
 	for i, q := range t.queues {
+		existed := exists(conn, func(pc *amqp.Channel) error {
+			_, err := pc.QueueDeclarePassive(q, t.durable, t.autoDel, false, false, nil)
+			return err
+		})
 		if _, err := ch.QueueDeclare(q, t.durable, t.autoDel, false, false, cfg.QueueArgs); err != nil {
 			return fmt.Errorf("declare queue %q: %w", q, err)
 		}
+		t.createdQ[i] = !existed
 		if t.exchange == "" {
 			continue
 		}
@@ -159,6 +180,20 @@ func (t *benchTopology) declare(ch *amqp.Channel, cfg *benchConfig) error {
 		}
 	}
 	return nil
+}
+
+// exists runs a passive declare on a channel of its own (a missing entity
+// closes it) and reports whether it succeeded.
+func exists(conn *amqp.Connection, passive func(*amqp.Channel) error) bool {
+	ch, err := conn.Channel()
+	if err != nil {
+		return false
+	}
+	if err := passive(ch); err != nil {
+		return false
+	}
+	_ = ch.Close()
+	return true
 }
 
 // depth returns the number of ready messages summed over the run's queues,
@@ -180,8 +215,9 @@ func (t *benchTopology) depth(conn *amqp.Connection) int64 {
 	return n
 }
 
-// teardown deletes what declare created. Errors are ignored: an auto-delete
-// queue may already be gone, and a failed delete closes only its channel.
+// teardown deletes what declare created, and nothing that existed before
+// the run. Errors are ignored: an auto-delete queue may already be gone,
+// and a failed delete closes only its channel.
 func (t *benchTopology) teardown(conn *amqp.Connection, cfg *benchConfig) {
 	if cfg.Predeclared {
 		return
@@ -197,10 +233,12 @@ func (t *benchTopology) teardown(conn *amqp.Connection, cfg *benchConfig) {
 		}
 		_ = f(ch)
 	}
-	for _, q := range t.queues {
-		del(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err })
+	for i, q := range t.queues {
+		if i < len(t.createdQ) && t.createdQ[i] {
+			del(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err })
+		}
 	}
-	if t.declareX {
+	if t.createdX {
 		del(func(ch *amqp.Channel) error { return ch.ExchangeDelete(t.exchange, false, false) })
 	}
 	if ch != nil {

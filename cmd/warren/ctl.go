@@ -5,28 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"sort"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/urfave/cli/v2"
 )
 
 // warren ctl: administration over the management HTTP API, in the manner
 // of rabbitmqctl and rabbitmqadmin. Lists print as tables (or JSON with
-// --json).
+// --formatter json, or --json); the list commands take the columns to
+// show as arguments, as rabbitmqctl does (list_queues name messages).
 
 func ctlFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "url", Value: "http://localhost:15672", EnvVars: []string{"WARREN_CTL_URL"}, Usage: "management API base URL"},
 		&cli.StringFlag{Name: "user", Value: "guest", EnvVars: []string{"WARREN_CTL_USER"}, Usage: "user name"},
 		&cli.StringFlag{Name: "password", Value: "guest", EnvVars: []string{"WARREN_CTL_PASSWORD"}, Usage: "password"},
-		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
+		&cli.StringFlag{Name: "cacert", EnvVars: []string{"WARREN_CTL_CACERT"}, Usage: "PEM file of the CA certificates to trust for an https:// URL (default: the system's)"},
+		&cli.StringFlag{Name: "formatter", Value: "table", Usage: "output format: table or json"},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table (--formatter json)"},
 	}, extra...)
 }
 
@@ -34,30 +33,22 @@ var vhostFlag = &cli.StringFlag{Name: "vhost", Aliases: []string{"p"}, Value: "/
 
 func ctlCommand() *cli.Command {
 	list := func(name, usage, path string, perVHost bool, cols ...string) *cli.Command {
-		flags := ctlFlags()
-		if perVHost {
-			flags = ctlFlags(&cli.StringFlag{Name: "vhost", Aliases: []string{"p"}, Usage: "virtual host (default: all)"})
-		}
-		return &cli.Command{Name: name, Usage: usage, Flags: flags, Action: func(cc *cli.Context) error {
-			p := path
-			if v := cc.String("vhost"); perVHost && v != "" {
-				p += "/" + url.PathEscape(v)
-			}
-			var out []map[string]any
-			if err := ctlDo(cc, "GET", p, nil, &out); err != nil {
-				return err
-			}
-			return printList(cc, out, cols)
-		}}
+		return listCommand(name, usage, path, perVHost, nil, cols...)
 	}
 	return &cli.Command{
-		Name:  "ctl",
-		Usage: "administer a running broker over its HTTP API",
+		Name:      "ctl",
+		Usage:     "administer a running broker over its HTTP API",
+		ArgsUsage: "COMMAND [ARGS...]",
+		Action:    ctlUnknown,
 		Subcommands: []*cli.Command{
 			list("list_queues", "list queues", "/api/queues", true, "vhost", "name", "messages", "messages_ready", "messages_unacknowledged", "consumers", "durable"),
 			list("list_exchanges", "list exchanges", "/api/exchanges", true, "vhost", "name", "type", "durable", "auto_delete"),
 			list("list_bindings", "list bindings", "/api/bindings", true, "vhost", "source", "destination", "destination_type", "routing_key"),
 			list("list_connections", "list connections", "/api/connections", false, "name", "user", "vhost", "channels", "state"),
+			listCommand("list_channels", "list channels", "/api/channels", false, channelColumns,
+				"name", "connection", "user", "vhost", "number", "consumer_count", "messages_unacknowledged", "prefetch_count", "confirm"),
+			listCommand("list_consumers", "list consumers", "/api/consumers", true, consumerColumns,
+				"vhost", "queue_name", "channel", "consumer_tag", "ack_required", "prefetch_count", "exclusive", "arguments"),
 			list("list_users", "list users", "/api/users", false, "name", "tags"),
 			list("list_vhosts", "list virtual hosts", "/api/vhosts", false, "name", "messages"),
 			list("list_permissions", "list permissions", "/api/permissions", false, "user", "vhost", "configure", "write", "read"),
@@ -80,6 +71,15 @@ func ctlCommand() *cli.Command {
 					return ctlDo(cc, "PUT", "/api/users/"+url.PathEscape(name), map[string]any{"password": pass, "tags": cc.String("tags")}, nil)
 				},
 			},
+			setUserTagsCommand(),
+			changePasswordCommand(),
+			closeConnectionCommand(),
+			declareExchangeCommand(),
+			deleteExchangeCommand(),
+			declareBindingCommand(),
+			deleteBindingCommand(),
+			publishCommand(),
+			getCommand(),
 			{
 				Name: "delete_user", Usage: "delete a user", ArgsUsage: "NAME", Flags: ctlFlags(),
 				Action: func(cc *cli.Context) error { return ctlDelete(cc, "/api/users/") },
@@ -110,19 +110,7 @@ func ctlCommand() *cli.Command {
 				Name: "delete_vhost", Usage: "delete a virtual host and everything in it", ArgsUsage: "NAME", Flags: ctlFlags(),
 				Action: func(cc *cli.Context) error { return ctlDelete(cc, "/api/vhosts/") },
 			},
-			{
-				Name: "declare_queue", Usage: "declare a queue", ArgsUsage: "NAME",
-				Flags: ctlFlags(vhostFlag,
-					&cli.BoolFlag{Name: "durable", Value: true, Usage: "survive a restart"},
-					&cli.BoolFlag{Name: "auto-delete", Usage: "delete when the last consumer goes"}),
-				Action: func(cc *cli.Context) error {
-					name, err := oneArg(cc)
-					if err != nil {
-						return err
-					}
-					return ctlDo(cc, "PUT", queuePath(cc, name), map[string]any{"durable": cc.Bool("durable"), "auto_delete": cc.Bool("auto-delete")}, nil)
-				},
-			},
+			declareQueueCommand(),
 			{
 				Name: "delete_queue", Usage: "delete a queue", ArgsUsage: "NAME",
 				Flags: ctlFlags(vhostFlag, &cli.BoolFlag{Name: "if-empty"}, &cli.BoolFlag{Name: "if-unused"}),
@@ -177,14 +165,12 @@ func ctlCommand() *cli.Command {
 			{
 				Name: "import_definitions", Usage: "import a definitions file (or stdin)", ArgsUsage: "[FILE]", Flags: ctlFlags(),
 				Action: func(cc *cli.Context) error {
-					var data []byte
-					var err error
-					if f := cc.Args().First(); f != "" && f != "-" {
-						data, err = os.ReadFile(f)
-					} else {
-						data, err = io.ReadAll(cc.App.Reader)
-					}
+					data, source, err := readInput(cc, cc.Args().First())
 					if err != nil {
+						return err
+					}
+					var defs map[string]any
+					if err := parseJSONArg(source, data, &defs); err != nil {
 						return err
 					}
 					return ctlDo(cc, "POST", "/api/definitions", json.RawMessage(data), nil)
@@ -197,7 +183,9 @@ func ctlCommand() *cli.Command {
 					if err := ctlDo(cc, "GET", "/api/overview", nil, &o); err != nil {
 						return err
 					}
-					if cc.Bool("json") {
+					if format, err := ctlFormatter(cc); err != nil {
+						return err
+					} else if format == "json" {
 						return printJSON(cc, o)
 					}
 					w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
@@ -253,8 +241,8 @@ func setPolicyCommand(name, base string) *cli.Command {
 			}
 			a := cc.Args()
 			var def map[string]any
-			if err := json.Unmarshal([]byte(a.Get(2)), &def); err != nil {
-				return fmt.Errorf("DEFINITION must be a JSON object: %v", err)
+			if err := parseJSONArg("DEFINITION (a JSON object)", []byte(a.Get(2)), &def); err != nil {
+				return err
 			}
 			applyTo := cc.String("apply-to")
 			if base == "/api/operator-policies/" && !cc.IsSet("apply-to") {
@@ -305,93 +293,4 @@ func ctlDelete(cc *cli.Context, prefix string) error {
 		return err
 	}
 	return ctlDo(cc, "DELETE", prefix+url.PathEscape(name), nil, nil)
-}
-
-// ctlDo sends one API request; a JSON answer is decoded into out when
-// out is not nil. An error status is returned as an error with the
-// API's reason.
-func ctlDo(cc *cli.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	base := strings.TrimRight(cc.String("url"), "/")
-	req, err := http.NewRequestWithContext(cc.Context, method, base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(cc.String("user"), cc.String("password"))
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	client := &http.Client{Timeout: 60 * time.Second}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode >= 300 {
-		var e struct{ Error, Reason string }
-		if json.Unmarshal(data, &e) == nil && e.Reason != "" {
-			return fmt.Errorf("%s %s: %s: %s", method, path, res.Status, e.Reason)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, res.Status)
-	}
-	if out != nil && len(data) > 0 {
-		return json.Unmarshal(data, out)
-	}
-	return nil
-}
-
-func printJSON(cc *cli.Context, v any) error {
-	enc := json.NewEncoder(cc.App.Writer)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printList prints objects as a table of cols, or as JSON.
-func printList(cc *cli.Context, items []map[string]any, cols []string) error {
-	if cc.Bool("json") {
-		if items == nil {
-			items = []map[string]any{}
-		}
-		return printJSON(cc, items)
-	}
-	w := tabwriter.NewWriter(cc.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, strings.Join(cols, "\t"))
-	for _, it := range items {
-		cells := make([]string, len(cols))
-		for i, c := range cols {
-			cells[i] = cell(it[c])
-		}
-		fmt.Fprintln(w, strings.Join(cells, "\t"))
-	}
-	return w.Flush()
-}
-
-func cell(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case []any:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = cell(e)
-		}
-		return strings.Join(parts, ",")
-	case float64:
-		return fmt.Sprintf("%.15g", x)
-	case map[string]any:
-		b, _ := json.Marshal(x)
-		return string(b)
-	}
-	return fmt.Sprint(v)
 }

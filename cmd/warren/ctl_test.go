@@ -20,6 +20,7 @@ import (
 type ctlEnv struct {
 	t   *testing.T
 	url string
+	bs  *brokertest.Server
 }
 
 func newCtlEnv(t *testing.T) *ctlEnv {
@@ -30,7 +31,7 @@ func newCtlEnv(t *testing.T) *ctlEnv {
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	return &ctlEnv{t: t, url: ts.URL}
+	return &ctlEnv{t: t, url: ts.URL, bs: bs}
 }
 
 // run runs "warren ctl cmd args..." and returns its output.

@@ -49,6 +49,7 @@ func serverFlags() []cli.Flag {
 	return append(webFlags(), []cli.Flag{
 		&cli.StringFlag{Name: "amqp-addr", Value: ":5672", EnvVars: []string{"WARREN_AMQP_ADDR"}, Usage: "AMQP listen address"},
 		&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"WARREN_DATA_DIR"}, Usage: "directory for the broker's data"},
+		&cli.BoolFlag{Name: "repair-data-dir", EnvVars: []string{"WARREN_REPAIR_DATA_DIR"}, Usage: "let Badger truncate a damaged MANIFEST or log at the damage, losing what follows it (otherwise the broker refuses to start)"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"WARREN_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "console", EnvVars: []string{"WARREN_LOG_FORMAT"}, Usage: "console or json"},
 		&cli.UintFlag{Name: "frame-max", Value: 131072, EnvVars: []string{"WARREN_FRAME_MAX"}, Usage: "largest frame offered to clients, in bytes"},
@@ -113,6 +114,9 @@ func newLogger(level, format string) (*zap.Logger, error) {
 }
 
 func runServer(cc *cli.Context) error {
+	if cc.NArg() > 0 {
+		return fmt.Errorf("unknown command %q: the commands are server, bench and ctl (warren --help)", cc.Args().First())
+	}
 	if err := applyConfigFile(cc); err != nil {
 		return err
 	}
@@ -131,9 +135,9 @@ func runServer(cc *cli.Context) error {
 			return err
 		}
 	}
-	st, err := store.Open(store.Config{Dir: cc.String("data-dir"), Logger: log})
+	st, err := store.Open(store.Config{Dir: cc.String("data-dir"), Logger: log, Repair: cc.Bool("repair-data-dir")})
 	if err != nil {
-		return fmt.Errorf("opening data dir: %w", err)
+		return err
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -183,14 +187,14 @@ func runServer(cc *cli.Context) error {
 	if err := b.Listen(); err != nil {
 		return err
 	}
-	stopWeb, err := startWeb(cc, b, log)
+	ws, stopWeb, err := startWeb(cc, b, log)
 	if err != nil {
 		return err
 	}
 	defer stopWeb()
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("starting warren", zap.String("version", broker.Version), zap.String("data-dir", cc.String("data-dir")))
+	logBanner(log, cc.String("data-dir"), b, ws)
 	err = b.Serve(ctx)
 	if errors.Is(err, broker.ErrClosed) || errors.Is(err, context.Canceled) {
 		log.Info("warren stopped")

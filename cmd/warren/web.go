@@ -45,22 +45,23 @@ func httpsTLS(cc *cli.Context) (*tls.Config, error) {
 }
 
 // startWeb binds the management and metrics listeners and serves them
-// beside the broker. The returned stop closes them and waits.
-func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (stop func(), err error) {
+// beside the broker; s is nil when they are off. The returned stop closes
+// them and waits.
+func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (s *web.Server, stop func(), err error) {
 	addr := cc.String("http-addr")
 	if addr == "-" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	tlsCfg, err := httpsTLS(cc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, err := web.New(web.Config{Addr: addr, MetricsAddr: cc.String("metrics-addr"), HTTPSAddr: cc.String("https-addr"), TLS: tlsCfg, Logger: log}, b)
+	s, err = web.New(web.Config{Addr: addr, MetricsAddr: cc.String("metrics-addr"), HTTPSAddr: cc.String("https-addr"), TLS: tlsCfg, Logger: log}, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.Listen(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -69,7 +70,7 @@ func startWeb(cc *cli.Context, b *broker.Broker, log *zap.Logger) (stop func(), 
 			log.Error("http server stopped", zap.Error(err))
 		}
 	}()
-	return func() {
+	return s, func() {
 		_ = s.Close()
 		<-done
 	}, nil

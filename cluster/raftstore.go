@@ -1,0 +1,88 @@
+package cluster
+
+import (
+	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/warrenmq/warren/store"
+)
+
+// RaftStore adapts a store.Log to raft.LogStore and raft.StableStore: each
+// Raft group keeps its log, term and vote in one ordered log of the node's
+// store, so the appends of every group go through the store's one
+// group-commit writer (one fsync per batch for all groups).
+type RaftStore struct{ l *store.Log }
+
+// NewRaftStore returns the Raft log and stable store of log l.
+func NewRaftStore(l *store.Log) RaftStore { return RaftStore{l} }
+
+var (
+	_ raft.LogStore    = RaftStore{}
+	_ raft.StableStore = RaftStore{}
+)
+
+// errKeyNotFound is what Raft expects from a StableStore for a missing key:
+// it compares the message, "not found" (raft.go, api.go).
+var errKeyNotFound = errors.New("not found")
+
+func (s RaftStore) FirstIndex() (uint64, error) {
+	first, _, err := s.l.Bounds()
+	return first, err
+}
+
+func (s RaftStore) LastIndex() (uint64, error) {
+	_, last, err := s.l.Bounds()
+	return last, err
+}
+
+func (s RaftStore) GetLog(index uint64, out *raft.Log) error {
+	e, err := s.l.Entry(index)
+	if errors.Is(err, store.ErrNotFound) {
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return err
+	}
+	*out = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Extensions}
+	if e.AppendedAt != 0 {
+		out.AppendedAt = time.Unix(0, e.AppendedAt)
+	}
+	return nil
+}
+
+func (s RaftStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func (s RaftStore) StoreLogs(logs []*raft.Log) error {
+	es := make([]store.LogEntry, len(logs))
+	for i, l := range logs {
+		es[i] = store.LogEntry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Extensions: l.Extensions}
+		if !l.AppendedAt.IsZero() {
+			es[i].AppendedAt = l.AppendedAt.UnixNano()
+		}
+	}
+	return s.l.AppendWait(es)
+}
+
+func (s RaftStore) DeleteRange(min, max uint64) error { return s.l.DeleteRange(min, max) }
+
+func (s RaftStore) Set(key, val []byte) error { return s.l.SetValue(key, val) }
+
+func (s RaftStore) Get(key []byte) ([]byte, error) {
+	v, err := s.l.Value(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errKeyNotFound
+	}
+	return v, err
+}
+
+func (s RaftStore) SetUint64(key []byte, v uint64) error { return s.l.SetUint64(key, v) }
+
+func (s RaftStore) GetUint64(key []byte) (uint64, error) {
+	v, err := s.l.Uint64(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, errKeyNotFound
+	}
+	return v, err
+}
