@@ -169,7 +169,7 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		}
 		return append(out, Effect{Kind: EffSettled, Entry: e}), nil
 	case OpReturn:
-		if _, ok := q.held[cmd.Seq]; !ok {
+		if _, ok := q.held.get(cmd.Seq); !ok {
 			return out, ErrUnknownMessage
 		}
 		if dl, dead := q.ReturnAt(cmd.Seq, cmd.Now); dead {

@@ -75,10 +75,7 @@ func (w *workload) run(n int) {
 
 // held returns the ids of q's unacknowledged deliveries, in order.
 func heldIDs(q *Queue) []uint64 {
-	ids := make([]uint64, 0, len(q.held))
-	for id := range q.held {
-		ids = append(ids, id)
-	}
+	ids := q.held.appendSeqs(nil)
 	slices.Sort(ids)
 	return ids
 }

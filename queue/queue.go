@@ -39,10 +39,9 @@ type Queue struct {
 	prioCount int         // consumers with a non-zero Priority
 
 	// held is the unacknowledged deliveries by message id (Seq): the
-	// entry as delivered and the consumer it went to (nil for basic.get).
-	// It is only ever looked up, never iterated where iteration order
-	// could reach an effect (Snapshot sorts).
-	held map[uint64]held
+	// entry as delivered and the consumer it went to (nil for basic.get)
+	// (unacked.go).
+	held heldSet
 	// pubs is the highest sequence enqueued per publisher, for the
 	// deduplication of resends (dedup.go).
 	pubs map[PublisherID]uint64

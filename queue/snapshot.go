@@ -64,14 +64,11 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 		}
 	})
 
-	seqs := make([]uint64, 0, len(q.held))
-	for seq := range q.held {
-		seqs = append(seqs, seq)
-	}
+	seqs := q.held.appendSeqs(make([]uint64, 0, q.held.len()))
 	slices.Sort(seqs)
 	b = binary.AppendUvarint(b, uint64(len(seqs)))
 	for _, seq := range seqs {
-		h := q.held[seq]
+		h, _ := q.held.get(seq)
 		var id ConsumerID
 		if h.c != nil {
 			id = h.c.ID

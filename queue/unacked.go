@@ -22,13 +22,146 @@ type held struct {
 	c *Consumer
 }
 
+// flagHole marks a settled entry left in heldSet's list.
+const flagHole = 1 << 31
+
+func (x *held) hole() bool { return x.s.flags&flagHole != 0 }
+
+// heldSet is the unacknowledged deliveries by message id. Deliveries
+// mostly come in message id order (a queue hands out its messages in
+// order) and are mostly acknowledged in that order, so they go in a list
+// sorted by id, appended at the tail and found by bisection, with settled
+// ones left as holes (which keep their id) that go from the front or when
+// they outnumber the rest; a delivery whose id is not above the list's
+// last (a redelivery, or a higher priority overtaking) goes in a map.
+// Nothing here is iterated where its order could reach an effect
+// (Snapshot sorts).
+type heldSet struct {
+	list []held // list[head:] sorted by seq, holes included
+	head int
+	live int // entries in list that are not holes
+	late map[uint64]held
+}
+
+// holesAt is the number of holes the list may have before it compacts,
+// whatever the number of live entries.
+const holesAt = 64
+
+func (h *heldSet) len() int { return h.live + len(h.late) }
+
+func (h *heldSet) add(x held) {
+	if n := len(h.list); n > h.head && h.list[n-1].s.seq >= x.s.seq {
+		if h.late == nil {
+			h.late = make(map[uint64]held)
+		}
+		h.late[x.s.seq] = x
+		return
+	}
+	if len(h.list) == cap(h.list) && h.head > 0 {
+		h.compact()
+	}
+	h.list = append(h.list, x)
+	h.live++
+}
+
+// find returns the index in list of live delivery seq, or -1.
+func (h *heldSet) find(seq uint64) int {
+	if h.live == 0 {
+		return -1
+	}
+	if f := &h.list[h.head]; f.s.seq == seq {
+		if f.hole() {
+			return -1
+		}
+		return h.head
+	}
+	s := h.list[h.head:]
+	lo, hi := 0, len(s)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s[m].s.seq < seq {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(s) || s[lo].s.seq != seq || s[lo].hole() {
+		return -1
+	}
+	return h.head + lo
+}
+
+func (h *heldSet) get(seq uint64) (held, bool) {
+	if i := h.find(seq); i >= 0 {
+		return h.list[i], true
+	}
+	x, ok := h.late[seq]
+	return x, ok
+}
+
+func (h *heldSet) remove(seq uint64) (held, bool) {
+	i := h.find(seq)
+	if i < 0 {
+		x, ok := h.late[seq]
+		if ok {
+			delete(h.late, seq)
+		}
+		return x, ok
+	}
+	x := h.list[i]
+	p := &h.list[i]
+	p.s.flags |= flagHole
+	p.s.msg, p.c = nil, nil
+	h.live--
+	for h.head < len(h.list) && h.list[h.head].hole() {
+		h.list[h.head] = held{}
+		h.head++
+	}
+	switch {
+	case h.live == 0:
+		clear(h.list)
+		h.list, h.head = h.list[:0], 0
+	case len(h.list)-h.head-h.live > holesAt && len(h.list)-h.head-h.live > h.live:
+		h.compact()
+	}
+	return x, true
+}
+
+// compact moves the live entries to the front of the list, dropping the
+// holes, and gives memory back when the list is mostly empty.
+func (h *heldSet) compact() {
+	n := 0
+	for i := h.head; i < len(h.list); i++ {
+		if !h.list[i].hole() {
+			h.list[n] = h.list[i]
+			n++
+		}
+	}
+	clear(h.list[n:])
+	l := h.list[:n]
+	if cap(l) > 1024 && cap(l) > 4*n {
+		l = append(make([]held, 0, 2*n), l...)
+	}
+	h.list, h.head = l, 0
+}
+
+// appendSeqs appends the ids of every delivery, in no particular order.
+func (h *heldSet) appendSeqs(seqs []uint64) []uint64 {
+	for i := h.head; i < len(h.list); i++ {
+		if !h.list[i].hole() {
+			seqs = append(seqs, h.list[i].s.seq)
+		}
+	}
+	for seq := range h.late {
+		seqs = append(seqs, seq)
+	}
+	return seqs
+}
+
 // hold records the delivery of s to c (nil for basic.get) as
 // unacknowledged.
 func (q *Queue) hold(s *slot, c *Consumer) {
-	if q.held == nil {
-		q.held = make(map[uint64]held)
-	}
-	q.held[s.seq] = held{s: *s, c: c}
+	q.held.add(held{s: *s, c: c})
 	q.unacked++
 	if c != nil {
 		c.unacked++
@@ -38,11 +171,10 @@ func (q *Queue) hold(s *slot, c *Consumer) {
 // release removes the unacknowledged delivery seq, giving its consumer
 // the credit back.
 func (q *Queue) release(seq uint64) (held, bool) {
-	h, ok := q.held[seq]
+	h, ok := q.held.remove(seq)
 	if !ok {
 		return h, false
 	}
-	delete(q.held, seq)
 	q.unacked--
 	if h.c != nil {
 		h.c.unacked--
@@ -52,7 +184,7 @@ func (q *Queue) release(seq uint64) (held, bool) {
 
 // Held returns the unacknowledged delivery seq, and whether there is one.
 func (q *Queue) Held(seq uint64) (Entry, bool) {
-	h, ok := q.held[seq]
+	h, ok := q.held.get(seq)
 	return h.s.entry(), ok
 }
 
@@ -88,7 +220,7 @@ func (q *Queue) Return(seq uint64) bool {
 // Return (dead false). Either way the delivery is settled. An unknown seq
 // changes nothing (dead false).
 func (q *Queue) ReturnAt(seq uint64, now int64) (dl DeadLetter, dead bool) {
-	h, ok := q.held[seq]
+	h, ok := q.held.get(seq)
 	if !ok {
 		return DeadLetter{}, false
 	}
