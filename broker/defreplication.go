@@ -41,7 +41,7 @@ func (d defStateMachine) Restore(_ uint64, r io.Reader) error {
 type bytesSnapshot []byte
 
 func (s bytesSnapshot) WriteTo(w io.Writer) (int64, error) { return bytes.NewReader(s).WriteTo(w) }
-func (s bytesSnapshot) Release()                            {}
+func (s bytesSnapshot) Release()                           {}
 
 // CommandDefinitionLog proposes definition commands to log, whose state
 // machine is DefinitionStateMachine of the broker.
