@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Message statistics for the management API and metrics. Each queue
@@ -462,3 +463,13 @@ func (b *Broker) Resources() Resources {
 // AMQPSTLS is the amqps listener's TLS configuration (nil without one).
 // The caller must not change it.
 func (b *Broker) AMQPSTLS() *tls.Config { return b.cfg.TLS }
+
+// CommitLatency is how long the store's last group commit took to write
+// and sync (0 without a store): the time a journaled message or a log
+// entry waits to be durable once its batch is taken.
+func (b *Broker) CommitLatency() time.Duration {
+	if b.cfg.Store == nil {
+		return 0
+	}
+	return b.cfg.Store.CommitLatency()
+}

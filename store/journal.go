@@ -355,7 +355,9 @@ func (s *Store) writeLoop() {
 		}
 
 		s.cancelSettled(blocks)
+		start := time.Now()
 		s.writeBatch(blocks)
+		s.commitNs.Store(int64(time.Since(start)))
 		if late > 0 && !armed {
 			timer.Reset(removeDelay)
 			armed = true
@@ -696,3 +698,8 @@ func (s *Store) OnAppendFailure(f func(queueID, seq uint64, err error)) {
 	}
 	s.appendFailed.Store(&f)
 }
+
+// CommitLatency is how long the last group commit took to write and sync
+// its batch: what an entry waits for once its batch is taken (0 before
+// the first commit).
+func (s *Store) CommitLatency() time.Duration { return time.Duration(s.commitNs.Load()) }

@@ -67,7 +67,10 @@ type Config struct {
 
 // Store is the node's durable storage. All methods are safe for concurrent use.
 type Store struct {
-	dir        string // the data directory, as given
+	dir string // the data directory, as given
+	// commitNs is how long the last group commit took to write and sync
+	// its batch, in nanoseconds (CommitLatency).
+	commitNs   atomic.Int64
 	db         *badger.DB
 	log        *zap.Logger
 	maxBatch   int

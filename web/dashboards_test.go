@@ -80,8 +80,7 @@ sum(rate(rabbitmq_channel_get_ack_total[60s]) * on(instance) group_left(rabbitmq
 	{"RabbitMQ-Overview", "variable rabbitmq_cluster", `label_values(rabbitmq_identity_info{namespace="$namespace"}, rabbitmq_cluster)`, ""},
 
 	{"RabbitMQ-Quorum-Queues-Raft", "Log entries committed / s", `sum(rate(rabbitmq_raft_log_commit_index[60s]) * on(instance) group_left(rabbitmq_cluster, rabbitmq_node) rabbitmq_identity_info{rabbitmq_cluster="$rabbitmq_cluster", namespace="$namespace"}) by(rabbitmq_node)`, ""},
-	{"RabbitMQ-Quorum-Queues-Raft", "Log entry commit latency", `rabbitmq_raft_entry_commit_latency_seconds * on(instance) group_left(rabbitmq_cluster, rabbitmq_node) rabbitmq_identity_info{rabbitmq_cluster="$rabbitmq_cluster", namespace="$namespace"}`,
-		"the store does not time its commits per queue"},
+	{"RabbitMQ-Quorum-Queues-Raft", "Log entry commit latency", `rabbitmq_raft_entry_commit_latency_seconds * on(instance) group_left(rabbitmq_cluster, rabbitmq_node) rabbitmq_identity_info{rabbitmq_cluster="$rabbitmq_cluster", namespace="$namespace"}`, ""},
 	{"RabbitMQ-Quorum-Queues-Raft", "Uncommitted log entries", `sum(
   (rabbitmq_raft_log_last_written_index * on(instance) group_left(rabbitmq_cluster, rabbitmq_node) rabbitmq_identity_info{rabbitmq_cluster="$rabbitmq_cluster", namespace="$namespace"}) -
   (rabbitmq_raft_log_commit_index * on(instance) group_left(rabbitmq_cluster, rabbitmq_node) rabbitmq_identity_info{rabbitmq_cluster="$rabbitmq_cluster", namespace="$namespace"})

@@ -188,6 +188,9 @@ func (c collector) collectQueues(e *emitter, qs []broker.QueueInfo) {
 func (c collector) collectRaft(e *emitter, qs []broker.QueueInfo, perQueue bool) {
 	var commit, snapshot, terms float64
 	n := 0
+	// Every quorum queue's entries go through the node's one group
+	// commit: its latency is theirs.
+	latency := c.s.b.CommitLatency().Seconds()
 	for _, q := range qs {
 		if q.Type != "quorum" {
 			continue
@@ -202,6 +205,7 @@ func (c collector) collectRaft(e *emitter, qs []broker.QueueInfo, perQueue bool)
 			e.gauge("rabbitmq_raft_log_last_applied_index", "Raft log last applied index", idx, l...)
 			e.gauge("rabbitmq_raft_log_snapshot_index", "Raft log snapshot index", snap, l...)
 			e.counter("rabbitmq_raft_term_total", "Current Raft term number", 1, l...)
+			e.gauge("rabbitmq_raft_entry_commit_latency_seconds", "Time taken for a log entry to be committed", latency, l...)
 			continue
 		}
 		commit += idx
@@ -216,6 +220,7 @@ func (c collector) collectRaft(e *emitter, qs []broker.QueueInfo, perQueue bool)
 	e.gauge("rabbitmq_raft_log_last_applied_index", "Raft log last applied index", commit)
 	e.gauge("rabbitmq_raft_log_snapshot_index", "Raft log snapshot index", snapshot)
 	e.emit(prometheus.CounterValue, "rabbitmq_raft_term_total", "Current Raft term number", terms)
+	e.gauge("rabbitmq_raft_entry_commit_latency_seconds", "Time taken for a log entry to be committed", latency)
 }
 
 // collectChannels writes the channel families, named prefix+...: per

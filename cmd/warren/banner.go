@@ -24,6 +24,12 @@ func logBanner(log *zap.Logger, dataDir string, b *broker.Broker, ws *web.Server
 			listeners = append(listeners, "http "+a.String())
 			console = "http://" + reachable(a) + "/"
 		}
+		if a := ws.HTTPSAddr(); a != nil {
+			listeners = append(listeners, "https "+a.String())
+			if console == "" {
+				console = "https://" + reachable(a) + "/"
+			}
+		}
 		if a := ws.MetricsAddr(); a != nil {
 			listeners = append(listeners, "prometheus "+a.String())
 		}
