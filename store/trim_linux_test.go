@@ -149,7 +149,8 @@ func TestCloseWhileTrimmerWaits(t *testing.T) {
 	go func() { closed <- s.Close() }()
 	// Close now waits for lifeMu, and so does the trimmer after its next
 	// tick (a waiting writer holds new readers back).
-	for !trimmerWaitsOnLifeMu() {
+	// (A trimmer that only tries lifeMu never waits: give it a few ticks.)
+	for deadline := time.Now().Add(5 * trimLogInterval); !trimmerWaitsOnLifeMu() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.lifeMu.RUnlock()
