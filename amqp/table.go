@@ -332,3 +332,38 @@ func decodeValue(b []byte, depth, limit int) (any, int, *Error) {
 	}
 	return v, d.off, nil
 }
+
+// TableJSON is t as RabbitMQ's management API and definitions show a
+// field table in JSON: byte arrays as strings, timestamps as unix
+// seconds, decimals as numbers, nested tables and arrays converted alike;
+// nil becomes an empty object.
+func TableJSON(t Table) map[string]any {
+	out := make(map[string]any, len(t))
+	for k, v := range t {
+		out[k] = ValueJSON(v)
+	}
+	return out
+}
+
+// ValueJSON is one field value as TableJSON shows it.
+func ValueJSON(v any) any {
+	switch x := v.(type) {
+	case Table:
+		return TableJSON(x)
+	case map[string]any:
+		return TableJSON(Table(x))
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = ValueJSON(e)
+		}
+		return out
+	case []byte:
+		return string(x)
+	case time.Time:
+		return x.Unix()
+	case Decimal:
+		return float64(x.Value) / math.Pow10(int(x.Scale))
+	}
+	return v
+}

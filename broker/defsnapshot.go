@@ -3,10 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
@@ -195,7 +193,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 			return err
 		}
 		s.Queues = append(s.Queues, snapQueue{Name: qe.name, VHost: v.name, Durable: qe.durable,
-			AutoDelete: qe.autoDelete, Type: qe.typeName(), Arguments: argsJSON(qe.args), Exclusive: qe.exclusive,
+			AutoDelete: qe.autoDelete, Type: qe.typeName(), Arguments: amqp.TableJSON(qe.args), Exclusive: qe.exclusive,
 			RawArgs: raw, ID: qe.id})
 		if qe.exclusive {
 			s.Owners[v.name+"\x00"+qe.name] = qe.ownerID
@@ -214,7 +212,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 				dt = "exchange"
 			}
 			s.Bindings = append(s.Bindings, snapBinding{Source: ex.name, VHost: v.name, Destination: bn.Destination.Name,
-				DestinationType: dt, RoutingKey: bn.Key, Arguments: argsJSON(bn.Args), RawArgs: raw,
+				DestinationType: dt, RoutingKey: bn.Key, Arguments: amqp.TableJSON(bn.Args), RawArgs: raw,
 				ID: v.bindingIDs[newBindingKey(bn, ex.name)]})
 		}
 		if ex.name == "" || strings.HasPrefix(ex.name, "amq.") && ex.storeID == 0 {
@@ -225,7 +223,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 			return err
 		}
 		s.Exchanges = append(s.Exchanges, snapExchange{Name: ex.name, VHost: v.name, Type: ex.kind.String(),
-			Durable: ex.durable, AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: argsJSON(ex.args),
+			Durable: ex.durable, AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: amqp.TableJSON(ex.args),
 			RawArgs: raw, ID: ex.storeID})
 	}
 	return nil
@@ -374,37 +372,6 @@ func snapshotRecords(d *store.Definitions) []any {
 		}
 	}
 	return out
-}
-
-// argsJSON is an argument table as the definitions export writes it.
-func argsJSON(t amqp.Table) map[string]any {
-	out := make(map[string]any, len(t))
-	for k, v := range t {
-		out[k] = argJSON(v)
-	}
-	return out
-}
-
-func argJSON(v any) any {
-	switch x := v.(type) {
-	case amqp.Table:
-		return argsJSON(x)
-	case map[string]any:
-		return argsJSON(amqp.Table(x))
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = argJSON(e)
-		}
-		return out
-	case []byte:
-		return string(x)
-	case time.Time:
-		return x.Unix()
-	case amqp.Decimal:
-		return float64(x.Value) / math.Pow10(int(x.Scale))
-	}
-	return v
 }
 
 func nonNil(s []string) []string {

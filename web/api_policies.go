@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) policyAccess(w http.ResponseWriter, p *principal, v string, ope
 }
 
 func policyJSON(pi broker.PolicyInfo) item {
-	def := tableJSON(pi.Definition)
+	def := amqp.TableJSON(pi.Definition)
 	return item{"vhost": pi.VHost, "name": pi.Name, "pattern": pi.Pattern, "apply-to": pi.ApplyTo,
 		"definition": def, "priority": pi.Priority}
 }

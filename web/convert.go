@@ -12,38 +12,6 @@ import (
 	"github.com/warrenmq/warren/broker"
 )
 
-// tableJSON turns an AMQP field table into JSON values as RabbitMQ shows
-// them; nil becomes an empty object.
-func tableJSON(t amqp.Table) map[string]any {
-	out := make(map[string]any, len(t))
-	for k, v := range t {
-		out[k] = valueJSON(v)
-	}
-	return out
-}
-
-func valueJSON(v any) any {
-	switch x := v.(type) {
-	case amqp.Table:
-		return tableJSON(x)
-	case map[string]any:
-		return tableJSON(amqp.Table(x))
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = valueJSON(e)
-		}
-		return out
-	case []byte:
-		return string(x)
-	case time.Time:
-		return x.Unix()
-	case amqp.Decimal:
-		return float64(x.Value) / math.Pow10(int(x.Scale))
-	}
-	return v
-}
-
 // tableFromJSON turns decoded JSON (numbers as json.Number) into an AMQP
 // field table: integers become long, other numbers double.
 func tableFromJSON(v any) (amqp.Table, error) {
@@ -122,7 +90,7 @@ func propertiesJSON(p amqp.Properties) map[string]any {
 		out["timestamp"] = p.Timestamp
 	}
 	if p.Headers != nil {
-		out["headers"] = tableJSON(p.Headers)
+		out["headers"] = amqp.TableJSON(p.Headers)
 	}
 	return out
 }
@@ -205,13 +173,13 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["durable"] = q.Durable
 	it["auto_delete"] = q.AutoDelete
 	it["exclusive"] = q.Exclusive
-	it["arguments"] = tableJSON(q.Arguments)
+	it["arguments"] = amqp.TableJSON(q.Arguments)
 	it["node"] = nodeName()
 	it["state"] = "running"
 	it["type"] = orDefault(q.Type, "classic")
 	it["policy"] = orNil(pol)
 	it["operator_policy"] = orNil(opPol)
-	it["effective_policy_definition"] = tableJSON(effective)
+	it["effective_policy_definition"] = amqp.TableJSON(effective)
 	it["exclusive_consumer_tag"] = nil
 	it["recoverable_slaves"] = nil
 	it["message_bytes"] = q.ReadyBytes
@@ -262,7 +230,7 @@ func (s *Server) exchangeJSON(x broker.ExchangeInfo, rs ranges) item {
 		"durable":                   x.Durable,
 		"auto_delete":               x.AutoDelete,
 		"internal":                  x.Internal,
-		"arguments":                 tableJSON(x.Arguments),
+		"arguments":                 amqp.TableJSON(x.Arguments),
 		"policy":                    orNil(pol),
 		"user_who_performed_action": "rmq-internal",
 		"message_stats":             messageStats(s.rates.view(exchangeKey(x), rs), exchangeValues(x), exchangeMsgFields),
@@ -298,7 +266,7 @@ func bindingJSON(bn broker.BindingInfo) item {
 		"destination":      bn.Destination,
 		"destination_type": dt,
 		"routing_key":      bn.RoutingKey,
-		"arguments":        tableJSON(bn.Arguments),
+		"arguments":        amqp.TableJSON(bn.Arguments),
 		"properties_key":   propertiesKey(bn.RoutingKey, bn.Arguments),
 	}
 }
@@ -325,7 +293,7 @@ func (s *Server) connectionJSON(c broker.ConnectionInfo, rs ranges) item {
 		"ssl":                       false,
 		"auth_mechanism":            "PLAIN",
 		"connected_at":              c.ConnectedAt.UnixMilli(),
-		"client_properties":         tableJSON(c.ClientProperties),
+		"client_properties":         amqp.TableJSON(c.ClientProperties),
 		"frame_max":                 c.FrameMax,
 		"channel_max":               c.ChannelMax,
 		"timeout":                   int(c.Heartbeat / time.Second),

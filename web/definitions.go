@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker"
 )
 
@@ -107,7 +108,7 @@ func (s *Server) exportDefinitions(vhost string) (item, error) {
 		}
 		queues = append(queues, withVHost(item{
 			"name": q.Name, "durable": q.Durable, "auto_delete": q.AutoDelete, "type": qt,
-			"arguments": tableJSON(q.Arguments),
+			"arguments": amqp.TableJSON(q.Arguments),
 		}, q.VHost))
 	}
 	xs, err := s.b.Exchanges(vhost)
@@ -121,7 +122,7 @@ func (s *Server) exportDefinitions(vhost string) (item, error) {
 		}
 		exchanges = append(exchanges, withVHost(item{
 			"name": x.Name, "type": x.Type, "durable": x.Durable, "auto_delete": x.AutoDelete,
-			"internal": x.Internal, "arguments": tableJSON(x.Arguments),
+			"internal": x.Internal, "arguments": amqp.TableJSON(x.Arguments),
 		}, x.VHost))
 	}
 	bs, err := s.b.Bindings(vhost)
