@@ -389,14 +389,7 @@ func (c *conn) startWriter(heartbeat time.Duration) {
 // teardown releases everything the connection holds. linger asks for
 // lingerClose rather than an abrupt close of the socket.
 func (c *conn) teardown(linger bool) {
-	for id, ch := range c.channels {
-		ch.shutdown()
-		delete(c.channels, id)
-	}
-	for _, qe := range c.exclusive {
-		_, _ = qe.vhost.removeQueue(qe, false, false, true)
-	}
-	c.exclusive = nil
+	c.release()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(closeTimeout))
 	c.out.close()
 	if !c.direct.Load() {
@@ -411,6 +404,19 @@ func (c *conn) teardown(linger bool) {
 		return
 	}
 	_ = c.nc.Close()
+}
+
+// release shuts the connection's channels down and deletes its exclusive
+// queues. Reader goroutine (or teardown after it).
+func (c *conn) release() {
+	for id, ch := range c.channels {
+		ch.shutdown()
+		delete(c.channels, id)
+	}
+	for _, qe := range c.exclusive {
+		_, _ = qe.vhost.removeQueue(qe, false, false, true)
+	}
+	c.exclusive = nil
 }
 
 // lingerClose closes the socket after the writer's last write: it sends

@@ -88,6 +88,10 @@ func (c *conn) handleConnMethod(m amqp.Method) error {
 	case *amqp.ConnectionClose:
 		c.notePeerClose(m)
 		c.closing.Store(true)
+		// What the connection held goes before close-ok: a client that
+		// closes and reconnects at once can declare its exclusive queues
+		// again, and nobody sees them locked by a closed connection.
+		c.release()
 		c.send(0, &amqp.ConnectionCloseOk{})
 		return errConnClosed
 	case *amqp.ConnectionUpdateSecret:

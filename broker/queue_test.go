@@ -462,3 +462,26 @@ func TestQueueDelete(t *testing.T) {
 	_, err = open(t, c).QueueDelete("", false, false, false)
 	expectReason(t, expectCode(t, err, 404), "NOT_FOUND - no previously declared queue")
 }
+
+// TestExclusiveQueueGoneAtCloseOk: once connection.close-ok is received,
+// the connection's exclusive queues are gone: another connection finds
+// no queue (404, not 405 for a queue locked by a closed connection), and
+// a client that reconnects at once can declare them again.
+func TestExclusiveQueueGoneAtCloseOk(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	other := dial(t, s)
+	for i := range 30 {
+		c := dial(t, s)
+		if _, err := open(t, c).QueueDeclare("reconnect-excl", false, false, true, false, nil); err != nil {
+			t.Fatalf("round %d: declare: %v", i, err)
+		}
+		probe := open(t, other)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := probe.QueueDeclarePassive("reconnect-excl", false, false, true, false, nil)
+		if amqpCode(err) != 404 {
+			t.Fatalf("round %d: passive declare right after close-ok: %v, want 404", i, err)
+		}
+	}
+}
