@@ -1,10 +1,13 @@
 package web
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/warrenmq/warren/broker"
@@ -23,7 +26,28 @@ func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal)
 		return
 	}
 	qs, err := s.b.Queues(vhost)
-	writeVisible(s, w, r, p, qs, err, func(q broker.QueueInfo) string { return q.VHost }, func(q broker.QueueInfo) item { return s.queueJSON(q, rs) })
+	if err != nil {
+		s.brokerError(w, err)
+		return
+	}
+	visible := s.visibleVHosts(p)
+	qs = slices.DeleteFunc(qs, func(q broker.QueueInfo) bool { return !visible(q.VHost) })
+	writeListOf(w, r, qs, func(q broker.QueueInfo) string { return q.Name }, queueSorts,
+		func(q broker.QueueInfo) item { return s.queueJSON(q, rs) })
+}
+
+// queueSorts are the sort keys a queue list is ordered by without the
+// queues' JSON (writeListOf); each orders as compareAny orders the JSON
+// field.
+var queueSorts = map[string]func(a, b broker.QueueInfo) int{
+	"name":  func(a, b broker.QueueInfo) int { return strings.Compare(a.Name, b.Name) },
+	"vhost": func(a, b broker.QueueInfo) int { return strings.Compare(a.VHost, b.VHost) },
+	"messages": func(a, b broker.QueueInfo) int {
+		return cmp.Compare(a.Ready+a.Unacked, b.Ready+b.Unacked)
+	},
+	"messages_ready":          func(a, b broker.QueueInfo) int { return cmp.Compare(a.Ready, b.Ready) },
+	"messages_unacknowledged": func(a, b broker.QueueInfo) int { return cmp.Compare(a.Unacked, b.Unacked) },
+	"consumers":               func(a, b broker.QueueInfo) int { return cmp.Compare(a.Consumers, b.Consumers) },
 }
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) {
