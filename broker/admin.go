@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -32,6 +33,8 @@ type UserInfo struct {
 	PasswordHash  []byte
 	HashAlgorithm string
 	Tags          []string
+	// Limits are the user's limits (userlimits.go); nil when none are set.
+	Limits map[string]int64
 }
 
 // PermissionInfo is a user's permissions on a vhost.
@@ -72,7 +75,8 @@ func (b *Broker) Users() []UserInfo {
 	defer b.mu.Unlock()
 	out := make([]UserInfo, 0, len(b.users))
 	for _, u := range b.users {
-		out = append(out, UserInfo{Name: u.name, PasswordHash: slices.Clone(u.hash), HashAlgorithm: u.algorithm, Tags: slices.Clone(u.tags)})
+		out = append(out, UserInfo{Name: u.name, PasswordHash: slices.Clone(u.hash), HashAlgorithm: u.algorithm, Tags: slices.Clone(u.tags),
+			Limits: maps.Clone(u.limits)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -21,7 +21,9 @@ type user struct {
 	perms map[string]permission
 	// topicPerms are the topic permissions (access.go).
 	topicPerms map[topicPermKey]topicPermission
-	storeID    uint64
+	// limits are the user's limits (userlimits.go); nil = none.
+	limits  map[string]int64
+	storeID uint64
 }
 
 // permission is a user's configure, write and read patterns on a vhost.

@@ -230,6 +230,9 @@ type Broker struct {
 	// permGen counts permission changes; channels cache publish verdicts
 	// taken at one generation (access.go).
 	permGen atomic.Uint64
+	// channelLimits is set while a user has a max-channels limit
+	// (userlimits.go).
+	channelLimits atomic.Bool
 	// alarm is the memory and disk alarm state (alarm.go).
 	alarm alarms
 	// ct is the consumer timeout clock (consumer_timeout.go).

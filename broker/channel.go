@@ -108,6 +108,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 		switch m.(type) {
 		case *amqp.ChannelCloseOk:
 			delete(ch.c.channels, ch.id)
+			ch.c.openChannels.Add(-1)
 		case *amqp.ChannelClose:
 			ch.c.send(ch.id, &amqp.ChannelCloseOk{})
 		}
@@ -240,6 +241,7 @@ func (ch *channel) dispatch(m amqp.Method) error {
 	case *amqp.ChannelClose:
 		ch.shutdown()
 		delete(ch.c.channels, ch.id)
+		ch.c.openChannels.Add(-1)
 		ch.c.send(ch.id, &amqp.ChannelCloseOk{})
 		return nil
 	case *amqp.ChannelCloseOk:

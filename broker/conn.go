@@ -49,7 +49,11 @@ type conn struct {
 	// vhostNm and userNm name the vhost and user once the connection is
 	// open, for administration; guarded by Broker.mu.
 	vhostNm, userNm string
-	clientProps     amqp.Table
+	// openChannels counts the channels in channels, for the user's
+	// max-channels (userlimits.go); written by the reader, read by others
+	// under Broker.mu.
+	openChannels atomic.Int32
+	clientProps  amqp.Table
 
 	capCancelNotify bool
 	capAuthFailure  bool
@@ -262,6 +266,13 @@ func silent(err error) error {
 func (c *conn) fail(err error) error {
 	// Publishes read before the failure were taken: enqueue them.
 	c.flushRoutes()
+	// As RabbitMQ, the channels (and exclusive queues) go before the
+	// connection.close: a client told of the failure finds them gone
+	// (a user's max-channels counts them no more).
+	var ae0 *amqp.Error
+	if errors.As(err, &ae0) {
+		c.release()
+	}
 	c.handleErr(err)
 	if !c.closing.Load() {
 		return err
@@ -412,6 +423,7 @@ func (c *conn) release() {
 	for id, ch := range c.channels {
 		ch.shutdown()
 		delete(c.channels, id)
+		c.openChannels.Add(-1)
 	}
 	for _, qe := range c.exclusive {
 		_, _ = qe.vhost.removeQueue(qe, false, false, true)

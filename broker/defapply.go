@@ -78,6 +78,8 @@ func (b *Broker) applyLocked(c *defCmd) (DefResult, func()) {
 		return b.applySetGlobal(c), nil
 	case opDeleteGlobal:
 		return b.applyDeleteGlobal(c), nil
+	case opSetUserLimits, opClearUserLimits:
+		return b.applyUserLimits(c), nil
 	}
 	return DefResult{err: fmt.Errorf("broker: unknown definition command %s", c.Op)}, nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 
@@ -18,15 +19,16 @@ func (b *Broker) applyPutUser(c *defCmd) DefResult {
 	b.mu.Lock()
 	var id uint64
 	existed := false
+	var limits map[string]int64
 	if u := b.users[c.Name]; u != nil {
-		id, existed = u.storeID, true
+		id, existed, limits = u.storeID, true, maps.Clone(u.limits)
 	}
 	b.mu.Unlock()
 	if id == 0 {
 		id = b.peekID(store.KindUser)
 	}
 	hash, tags := slices.Clone(c.Hash), slices.Clone(c.Tags)
-	rec := &store.User{ID: id, Name: c.Name, PasswordHash: hash, HashAlgorithm: c.HashAlgorithm, Tags: tags}
+	rec := &store.User{ID: id, Name: c.Name, PasswordHash: hash, HashAlgorithm: c.HashAlgorithm, Tags: tags, Limits: limits}
 	if err := b.storePut(rec); err != nil {
 		return DefResult{err: err}
 	}
@@ -72,6 +74,7 @@ func (b *Broker) applyDeleteUser(c *defCmd) (DefResult, func()) {
 	}
 	b.mu.Lock()
 	delete(b.users, name)
+	b.noteChannelLimitsLocked()
 	b.permGen.Add(1)
 	var conns []*conn
 	for c := range b.conns {

@@ -6,8 +6,8 @@ import (
 )
 
 // Definition commands. Every change of vhosts, users, permissions, topic
-// permissions, exchanges, queues, bindings, policies, operator policies and
-// global parameters is a defCmd: a plain value, encoded in a small binary
+// permissions, user limits, exchanges, queues, bindings, policies, operator
+// policies and global parameters is a defCmd: a plain value, encoded in a small binary
 // form (defcodec.go; arguments as encoded AMQP tables, policy definitions
 // as their JSON), that a DefinitionLog orders and the broker applies
 // (defapply.go). Handlers,
@@ -43,13 +43,15 @@ const (
 	opClearPolicy
 	opSetGlobal
 	opDeleteGlobal
+	opSetUserLimits
+	opClearUserLimits
 	opEnd
 )
 
 var defOpNames = [...]string{"", "add-vhost", "delete-vhost", "declare-exchange", "delete-exchange",
 	"declare-queue", "delete-queue", "bind", "unbind", "put-user", "delete-user", "set-permissions",
 	"clear-permissions", "set-topic-permissions", "clear-topic-permissions", "set-policy", "clear-policy",
-	"set-global-parameter", "delete-global-parameter"}
+	"set-global-parameter", "delete-global-parameter", "set-user-limits", "clear-user-limits"}
 
 func (o defOp) String() string {
 	if o > 0 && o < opEnd {
@@ -115,7 +117,9 @@ type defCmd struct {
 	Priority   int
 	Definition []byte
 	Operator   bool
-	// Value is a global parameter's JSON value.
+	// Value is a global parameter's JSON value, or the user limits a
+	// set-user-limits merges into User's (a JSON object of integers).
+	// clear-user-limits clears User's limit Name ("all": every one).
 	Value []byte
 }
 

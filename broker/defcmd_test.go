@@ -123,7 +123,14 @@ func randomDefinitionChange(b *broker.Broker, r *rand.Rand) {
 	case 14:
 		_ = b.ClearPolicy(vh, fmt.Sprintf("p%d", r.IntN(3)), false)
 	case 15:
-		_ = b.PutUserHash(user, []byte{1, 2, 3, 4, byte(r.IntN(256))}, broker.HashSHA256, []string{"tag" + fmt.Sprint(r.IntN(2))})
+		switch r.IntN(4) {
+		case 0:
+			_ = b.SetUserLimits(user, map[string]int64{broker.UserLimitMaxChannels: int64(r.IntN(5) - 1)})
+		case 1:
+			_ = b.ClearUserLimit(user, []string{broker.UserLimitMaxChannels, "all"}[r.IntN(2)])
+		default:
+			_ = b.PutUserHash(user, []byte{1, 2, 3, 4, byte(r.IntN(256))}, broker.HashSHA256, []string{"tag" + fmt.Sprint(r.IntN(2))})
+		}
 	case 16:
 		if r.IntN(3) == 0 {
 			_ = b.DeleteUser(user)

@@ -12,7 +12,7 @@ import (
 )
 
 // The definitions snapshot: the definitions export in RabbitMQ's JSON
-// (users, vhosts, permissions, topic_permissions, parameters,
+// (users with their limits, vhosts, permissions, topic_permissions, parameters,
 // global_parameters, policies, queues, exchanges, bindings) plus what it
 // lacks to rebuild the same state: each object's id ("warren_id"), the
 // arguments as an encoded AMQP table ("warren_arguments", exact where the
@@ -39,11 +39,12 @@ type snapshotDefs struct {
 }
 
 type snapUser struct {
-	Name             string   `json:"name"`
-	PasswordHash     []byte   `json:"password_hash"`
-	HashingAlgorithm string   `json:"hashing_algorithm"`
-	Tags             []string `json:"tags"`
-	ID               uint64   `json:"warren_id"`
+	Name             string           `json:"name"`
+	PasswordHash     []byte           `json:"password_hash"`
+	HashingAlgorithm string           `json:"hashing_algorithm"`
+	Tags             []string         `json:"tags"`
+	Limits           map[string]int64 `json:"limits"`
+	ID               uint64           `json:"warren_id"`
 }
 
 type snapVHost struct {
@@ -139,7 +140,7 @@ func (b *Broker) SnapshotDefinitions() ([]byte, error) {
 	b.mu.Lock()
 	for _, u := range b.users {
 		s.Users = append(s.Users, snapUser{Name: u.name, PasswordHash: u.hash, HashingAlgorithm: u.algorithm,
-			Tags: nonNil(u.tags), ID: u.storeID})
+			Tags: nonNil(u.tags), Limits: nonNilLimits(u.limits), ID: u.storeID})
 		for vh, p := range u.perms {
 			s.Permissions = append(s.Permissions, snapPermission{User: u.name, VHost: vh, Configure: p.configure,
 				Write: p.write, Read: p.read, ID: p.storeID})
@@ -278,7 +279,7 @@ func (b *Broker) RestoreDefinitions(snap []byte) error {
 	}
 	for _, x := range s.Users {
 		defs.Users = append(defs.Users, store.User{ID: x.ID, Name: x.Name, PasswordHash: x.PasswordHash,
-			HashAlgorithm: x.HashingAlgorithm, Tags: x.Tags})
+			HashAlgorithm: x.HashingAlgorithm, Tags: x.Tags, Limits: nilIfEmpty(x.Limits)})
 	}
 	for _, x := range s.Permissions {
 		defs.Permissions = append(defs.Permissions, store.Permission{ID: x.ID, User: x.User, VHost: x.VHost,
@@ -372,6 +373,22 @@ func snapshotRecords(d *store.Definitions) []any {
 		}
 	}
 	return out
+}
+
+// nonNilLimits is limits, {} in JSON when there are none.
+func nonNilLimits(l map[string]int64) map[string]int64 {
+	if l == nil {
+		return map[string]int64{}
+	}
+	return l
+}
+
+// nilIfEmpty is l, nil when empty (as a user without limits holds them).
+func nilIfEmpty(l map[string]int64) map[string]int64 {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 func nonNil(s []string) []string {

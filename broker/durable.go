@@ -123,8 +123,10 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 	b.recoverPolicies(defs.Policies)
 	b.recoverGlobalsLocked(defs.GlobalParameters)
 	for _, u := range defs.Users {
-		b.users[u.Name] = &user{name: u.Name, hash: u.PasswordHash, algorithm: u.HashAlgorithm, tags: u.Tags, storeID: u.ID}
+		b.users[u.Name] = &user{name: u.Name, hash: u.PasswordHash, algorithm: u.HashAlgorithm, tags: u.Tags,
+			limits: u.Limits, storeID: u.ID}
 	}
+	b.noteChannelLimitsLocked()
 	for _, ex := range defs.Exchanges {
 		v := b.vhosts[ex.VHost]
 		if v == nil {

@@ -77,6 +77,9 @@ func (c *conn) firstFrame(f amqp.Frame) error {
 	if _, ok := m.(*amqp.ChannelOpen); !ok {
 		return amqp.Errorf(amqp.ChannelError, m.ClassID(), m.MethodID(), "expected 'channel.open'")
 	}
+	if err := c.admitChannel(); err != nil {
+		return err
+	}
 	c.channels[f.Channel] = newChannel(c, f.Channel)
 	c.send(f.Channel, &amqp.ChannelOpenOk{})
 	return nil

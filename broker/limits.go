@@ -6,7 +6,9 @@ import (
 
 // Limits on connections and queues, checked as RabbitMQ checks its node
 // connection_max, its vhost limits (max-connections, max-queues) and its
-// user limits (max-connections). Zero means no limit, RabbitMQ's default.
+// user limits (max-connections, and max-channels in userlimits.go). Zero
+// means no limit in the configuration, RabbitMQ's default; a user's limit
+// is none when negative or not set, and 0 refuses everything.
 // Channel-max, frame-max, the message size, the nesting of field tables
 // (Config.MaxTableDepth, at most amqp.MaxTableDepth) and the length of
 // names (255, a shortstr) are enforced where frames are read and decoded.
@@ -19,7 +21,8 @@ func (b *Broker) admitConn(c *conn, vhostName, username string) error {
 	cfg := &b.cfg
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cfg.MaxConnections > 0 || cfg.MaxConnectionsPerVHost > 0 || cfg.MaxConnectionsPerUser > 0 {
+	userMax := userLimit(b.users[username], UserLimitMaxConnections)
+	if cfg.MaxConnections > 0 || cfg.MaxConnectionsPerVHost > 0 || cfg.MaxConnectionsPerUser > 0 || userMax >= 0 {
 		var all, inVHost, ofUser int
 		for o := range b.conns {
 			if o.vhostNm == "" {
@@ -45,6 +48,11 @@ func (b *Broker) admitConn(c *conn, vhostName, username string) error {
 			return amqp.Errorf(amqp.NotAllowed, cls, mth,
 				"Connection refused for user '%s': user connection limit (%d) is reached",
 				username, cfg.MaxConnectionsPerUser)
+		case userMax >= 0 && int64(ofUser) >= userMax:
+			// The user's max-connections (userlimits.go), in RabbitMQ's
+			// words.
+			return amqp.Errorf(amqp.NotAllowed, cls, mth,
+				"connection refused for user '%s': user connection limit (%d) is reached", username, userMax)
 		}
 	}
 	c.vhostNm, c.userNm = vhostName, username
@@ -66,4 +74,32 @@ func (v *vhost) queueLimitLocked(name string) error {
 // and Config.MaxQueuesPerVHost; 0 = none).
 func (b *Broker) VHostLimits() (maxConnections, maxQueues int) {
 	return b.cfg.MaxConnectionsPerVHost, b.cfg.MaxQueuesPerVHost
+}
+
+// NodeState is what the readiness health checks look at.
+type NodeState struct {
+	// Closed is set once the broker is closing.
+	Closed bool
+	// Listening: an AMQP or AMQPS listener is open.
+	Listening bool
+	// Connections counts the client connections, those in their
+	// handshake included (as RabbitMQ's listener counts them).
+	Connections int
+	// MaxConnections is the node's limit (Config.MaxConnections; 0 =
+	// none).
+	MaxConnections int
+}
+
+// NodeState returns the node's state for the readiness checks.
+func (b *Broker) NodeState() NodeState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return NodeState{Closed: b.closed, Listening: b.ln != nil || b.tlsLn != nil, Connections: len(b.conns),
+		MaxConnections: b.cfg.MaxConnections}
+}
+
+// AtConnectionLimit reports whether the node has reached its connection
+// limit.
+func (n NodeState) AtConnectionLimit() bool {
+	return n.MaxConnections > 0 && n.Connections >= n.MaxConnections
 }

@@ -55,6 +55,10 @@ type User struct {
 	PasswordHash  []byte
 	HashAlgorithm string // "rabbit_password_hashing_sha256" or "rabbit_password_hashing_sha512"
 	Tags          []string
+	// Limits are the user's limits (max-connections, max-channels). A
+	// record written before users had limits ends after Tags and has
+	// none.
+	Limits map[string]int64
 }
 
 // Permission is a user's configure/write/read patterns in a vhost.
@@ -147,29 +151,11 @@ func (v *VHost) appendTo(b []byte) []byte {
 	b = appendString(b, v.Name)
 	b = appendString(b, v.Description)
 	b = appendStrings(b, v.Tags)
-	keys := make([]string, 0, len(v.Limits))
-	for k := range v.Limits {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = binary.AppendUvarint(b, uint64(len(keys)))
-	for _, k := range keys {
-		b = appendString(b, k)
-		b = binary.AppendVarint(b, v.Limits[k])
-	}
-	return b
+	return appendLimits(b, v.Limits)
 }
 
 func decodeVHost(id uint64, d *decoder) VHost {
-	v := VHost{ID: id, Name: d.string(), Description: d.string(), Tags: d.strings()}
-	if n := d.count(); n > 0 {
-		v.Limits = make(map[string]int64, n)
-		for range n {
-			k := d.string()
-			v.Limits[k] = d.varint()
-		}
-	}
-	return v
+	return VHost{ID: id, Name: d.string(), Description: d.string(), Tags: d.strings(), Limits: decodeLimits(d)}
 }
 
 func (u *User) kind() Kind      { return KindUser }
@@ -179,11 +165,49 @@ func (u *User) appendTo(b []byte) []byte {
 	b = appendString(b, u.Name)
 	b = appendBytes(b, u.PasswordHash)
 	b = appendString(b, u.HashAlgorithm)
-	return appendStrings(b, u.Tags)
+	b = appendStrings(b, u.Tags)
+	if len(u.Limits) == 0 {
+		return b
+	}
+	return appendLimits(b, u.Limits)
 }
 
 func decodeUser(id uint64, d *decoder) User {
-	return User{ID: id, Name: d.string(), PasswordHash: d.bytes(), HashAlgorithm: d.string(), Tags: d.strings()}
+	u := User{ID: id, Name: d.string(), PasswordHash: d.bytes(), HashAlgorithm: d.string(), Tags: d.strings()}
+	if len(d.b) > 0 {
+		u.Limits = decodeLimits(d)
+	}
+	return u
+}
+
+// appendLimits appends limits as a count and (name, value) pairs in name
+// order.
+func appendLimits(b []byte, limits map[string]int64) []byte {
+	keys := make([]string, 0, len(limits))
+	for k := range limits {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = binary.AppendVarint(b, limits[k])
+	}
+	return b
+}
+
+// decodeLimits reads what appendLimits wrote; nil when there are none.
+func decodeLimits(d *decoder) map[string]int64 {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	limits := make(map[string]int64, n)
+	for range n {
+		k := d.string()
+		limits[k] = d.varint()
+	}
+	return limits
 }
 
 func (p *Permission) kind() Kind      { return KindPermission }

@@ -294,3 +294,32 @@ func TestDefinitionsUpdate(t *testing.T) {
 		t.Fatalf("after updates: queues %v exchanges %v bindings %v", d.Queues, d.Exchanges, d.Bindings)
 	}
 }
+
+// A user's limits survive a reopen; a user without limits is stored as
+// before users had limits and loads with none.
+func TestUserLimitsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	users := []User{
+		{Name: "limited", PasswordHash: []byte{1, 2, 3, 4}, HashAlgorithm: "rabbit_password_hashing_sha256",
+			Limits: map[string]int64{"max-connections": 2, "max-channels": -1}},
+		{Name: "free", Tags: []string{"management"}},
+	}
+	for i := range users {
+		if _, err := s.Put(&users[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := (&users[1]).appendTo(nil); !reflect.DeepEqual(b, appendStrings(appendString(appendBytes(appendString(nil, "free"), nil), ""), []string{"management"})) {
+		t.Errorf("a user without limits is not stored in the old form: %v", b)
+	}
+	mustClose(t, s)
+	s = openTest(t, dir)
+	got, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Users, users) {
+		t.Fatalf("users:\n got %+v\nwant %+v", got.Users, users)
+	}
+}

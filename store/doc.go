@@ -127,6 +127,8 @@
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags
+//	                          [, uvarint n, n × (str key, int value) limits sorted by key:
+//	                          left out when the user has none, as before users had limits]
 //	permission                str user, str vhost, str configure, str write, str read
 //	topic permission          str user, str vhost, str exchange, str write, str read
 //	global parameter          str name, bytes value (JSON)

@@ -159,11 +159,14 @@ func (s *Server) apiRoutes() []route {
 	h("POST /api/definitions/{vhost}", levelAdmin, s.postDefinitions)
 
 	s.policyRoutes(h)
+	s.userLimitsRoutes(h)
 
 	h("GET /api/health/checks/alarms", levelManagement, s.healthAlarms)
 	h("GET /api/health/checks/local-alarms", levelManagement, s.healthLocalAlarms)
 	h("GET /api/health/checks/virtual-hosts", levelManagement, s.healthOK)
-	h("GET /api/health/checks/ready-to-serve-clients", levelManagement, s.healthOK)
+	h("GET /api/health/checks/ready-to-serve-clients", levelManagement, s.healthReady)
+	h("GET /api/health/checks/is-in-service", levelManagement, s.healthInService)
+	h("GET /api/health/checks/below-node-connection-limit", levelManagement, s.healthBelowConnectionLimit)
 	h("GET /api/health/checks/node-is-quorum-critical", levelManagement, s.healthSingleNode)
 	h("GET /api/health/checks/node-is-mirror-sync-critical", levelManagement, s.healthSingleNode)
 	h("GET /api/health/checks/certificate-expiration/{within}/{unit}", levelManagement, s.healthCertificates)

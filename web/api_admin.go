@@ -91,12 +91,16 @@ func userJSON(u broker.UserInfo) item {
 	if tags == nil {
 		tags = []string{}
 	}
+	limits := map[string]int64{}
+	if u.Limits != nil {
+		limits = u.Limits
+	}
 	return item{
 		"name":              u.Name,
 		"password_hash":     base64.StdEncoding.EncodeToString(u.PasswordHash),
 		"hashing_algorithm": u.HashAlgorithm,
 		"tags":              tags,
-		"limits":            item{},
+		"limits":            limits,
 	}
 }
 
@@ -152,19 +156,30 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p *principal) {
 // definitions object.
 func (s *Server) applyUser(name string, body map[string]any) error {
 	tags := tagsFromJSON(body["tags"])
-	if pw, ok := body["password"].(string); ok {
-		return s.b.PutUser(name, pw, tags)
-	}
-	hashStr, ok := body["password_hash"].(string)
-	if !ok {
-		return errors.New("password or password_hash must be set")
-	}
-	hash, err := base64.StdEncoding.DecodeString(hashStr)
+	limits, err := limitsFromJSON(body["limits"])
 	if err != nil {
-		return errors.New("password_hash is not valid base64")
+		return err
 	}
-	alg, _ := body["hashing_algorithm"].(string)
-	return s.b.PutUserHash(name, hash, alg, tags)
+	if pw, ok := body["password"].(string); ok {
+		err = s.b.PutUser(name, pw, tags)
+	} else {
+		hashStr, ok := body["password_hash"].(string)
+		if !ok {
+			return errors.New("password or password_hash must be set")
+		}
+		hash, derr := base64.StdEncoding.DecodeString(hashStr)
+		if derr != nil {
+			return errors.New("password_hash is not valid base64")
+		}
+		alg, _ := body["hashing_algorithm"].(string)
+		err = s.b.PutUserHash(name, hash, alg, tags)
+	}
+	// A user's "limits" (definitions files, as RabbitMQ exports them) are
+	// set with it.
+	if err == nil && len(limits) > 0 {
+		err = s.b.SetUserLimits(name, limits)
+	}
+	return err
 }
 
 func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request, p *principal) {

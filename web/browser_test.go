@@ -850,3 +850,22 @@ func TestBrowserScreenshots(t *testing.T) {
 	e.goTo("#/admin", `#users-table tr[data-name="monitor"] td:nth-child(1)`, "monitor")
 	e.screenshot("console-admin")
 }
+
+// TestBrowserUserLimits: the Admin page sets a user's limit through
+// /api/user-limits and shows it in the users table; -1 clears it.
+func TestBrowserUserLimits(t *testing.T) {
+	e := newBrowserEnv(t, 60*time.Second)
+	e.login("guest", "guest")
+	e.goTo("#/admin", `#users-table tr[data-name="guest"] td:nth-child(3)`, "none")
+	e.set("#user-limit-user", "guest")
+	e.set("#user-limit-name", "max-channels")
+	e.fill("#user-limit-value", "7")
+	e.click("#user-limit-set")
+	e.waitText(`#users-table tr[data-name="guest"] td:nth-child(3)`, "max-channels: 7")
+	if got, err := e.bs.UserLimits("guest"); err != nil || got["max-channels"] != 7 {
+		t.Fatalf("limits on the broker: %v %v", got, err)
+	}
+	e.set("#user-limit-value", "-1")
+	e.click("#user-limit-set")
+	e.waitText(`#users-table tr[data-name="guest"] td:nth-child(3)`, "none")
+}

@@ -24,6 +24,52 @@ func (s *Server) healthOK(w http.ResponseWriter, r *http.Request, p *principal) 
 	writeJSON(w, http.StatusOK, item{"status": "ok"})
 }
 
+// RabbitMQ 3.10 has no ready-to-serve-clients check (its API answers 404
+// there); RabbitMQ 4.1 added it with is-in-service and
+// below-node-connection-limit, and Warren answers the three as 4.1 does.
+
+// healthReady is /api/health/checks/ready-to-serve-clients: the node
+// serves (is-in-service), an AMQP or AMQPS listener is open, and it is
+// below its connection limit.
+func (s *Server) healthReady(w http.ResponseWriter, r *http.Request, p *principal) {
+	n := s.b.NodeState()
+	switch {
+	case n.Closed:
+		healthFailed(w, item{"reason": "the rabbit node is not currently available to serve"})
+	case !n.Listening:
+		healthFailed(w, item{"reason": "no active listeners for AMQP/AMQPS"})
+	case n.AtConnectionLimit():
+		healthFailed(w, item{"reason": "node connection limit is reached", "connections": n.Connections})
+	default:
+		writeJSON(w, http.StatusOK, item{"status": "ok"})
+	}
+}
+
+// healthInService is /api/health/checks/is-in-service.
+func (s *Server) healthInService(w http.ResponseWriter, r *http.Request, p *principal) {
+	if n := s.b.NodeState(); n.Closed || !n.Listening {
+		healthFailed(w, item{"reason": "the rabbit node is not currently available to serve"})
+		return
+	}
+	writeJSON(w, http.StatusOK, item{"status": "ok"})
+}
+
+// healthBelowConnectionLimit is
+// /api/health/checks/below-node-connection-limit.
+func (s *Server) healthBelowConnectionLimit(w http.ResponseWriter, r *http.Request, p *principal) {
+	if s.b.NodeState().AtConnectionLimit() {
+		healthFailed(w, item{"reason": "node connection limit is reached"})
+		return
+	}
+	writeJSON(w, http.StatusOK, item{"status": "ok"})
+}
+
+// healthFailed answers 503 {"status":"failed", fields...}.
+func healthFailed(w http.ResponseWriter, fields item) {
+	fields["status"] = "failed"
+	writeJSON(w, http.StatusServiceUnavailable, fields)
+}
+
 // healthSingleNode answers the checks about other cluster members, as
 // RabbitMQ answers them on a single node.
 func (s *Server) healthSingleNode(w http.ResponseWriter, r *http.Request, p *principal) {

@@ -30,6 +30,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvOn(t, bs, srv)
+}
+
+// newEnvOn is newEnv for a broker and server the test made.
+func newEnvOn(t *testing.T, bs *brokertest.Server, srv *Server) *env {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &env{t: t, bs: bs, srv: srv, ts: ts}

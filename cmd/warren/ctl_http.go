@@ -43,9 +43,17 @@ func ctlSend(cc *cli.Context, r ctlRequest) error {
 	case status == http.StatusNotFound:
 		return ctlNotFound(cc, r.method, r.path)
 	case status >= 300:
-		var e struct{ Error, Reason string }
-		if json.Unmarshal(data, &e) == nil && e.Reason != "" {
-			return fmt.Errorf("%s %s: %d %s: %s", r.method, r.path, status, http.StatusText(status), e.Reason)
+		// A reason is a string, or a term such as ["no_such_user","x"].
+		var e struct {
+			Reason json.RawMessage `json:"reason"`
+		}
+		if json.Unmarshal(data, &e) == nil && len(e.Reason) > 0 && string(e.Reason) != `""` && string(e.Reason) != "null" {
+			reason := string(e.Reason)
+			var s string
+			if json.Unmarshal(e.Reason, &s) == nil {
+				reason = s
+			}
+			return fmt.Errorf("%s %s: %d %s: %s", r.method, r.path, status, http.StatusText(status), reason)
 		}
 		return fmt.Errorf("%s %s: %d %s", r.method, r.path, status, http.StatusText(status))
 	}
