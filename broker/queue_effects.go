@@ -64,11 +64,12 @@ func (qe *queueEntity) doneEffectsLocked(effs []queue.Effect) {
 }
 
 // maxKeptEffects is the largest effect buffer a queue keeps between
-// commands; purgeChunk the most messages one purge command drops, so that
-// its effects fit.
+// commands (a dispatch of more deliveries at once allocates, amortised
+// over them); purgeChunk the most messages one purge command drops, so
+// that its effects fit.
 const (
-	maxKeptEffects = 256
-	purgeChunk     = 4096
+	maxKeptEffects = 1024
+	purgeChunk     = maxKeptEffects
 )
 
 // purgeLocked drops every ready message of qe through OpPurge, in chunks
