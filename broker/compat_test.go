@@ -129,3 +129,42 @@ func untarGz(t *testing.T, src, dir string) {
 		}
 	}
 }
+
+// TestPurgeBeyondOneChunkSurvivesRestart purges a durable queue holding
+// more persistent messages than one purge command drops (purgeChunk): the
+// count covers them all and none comes back after a restart.
+func TestPurgeBeyondOneChunkSurvivesRestart(t *testing.T) {
+	const n = 2500
+	dir := t.TempDir()
+	s, _, stop := startWithStore(t, dir)
+	ch := open(t, dial(t, s))
+	if _, err := ch.QueueDeclare("purged", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, n))
+	for i := 0; i < n; i++ {
+		if err := ch.Publish("", "purged", false, false, amqp091.Publishing{DeliveryMode: 2, Body: []byte("m")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if c := <-confirms; !c.Ack {
+			t.Fatal("nack")
+		}
+	}
+	got, err := ch.QueuePurge("purged", false)
+	if err != nil || got != n {
+		t.Fatalf("purged %d, %v; want %d", got, err, n)
+	}
+	stop()
+
+	s2, _, stop2 := startWithStore(t, dir)
+	defer stop2()
+	qi, err := s2.Queue("/", "purged")
+	if err != nil || qi.Ready != 0 {
+		t.Fatalf("after restart: %+v %v", qi, err)
+	}
+}
