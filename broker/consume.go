@@ -327,8 +327,7 @@ func (qe *queueEntity) dispatchLocked() {
 		qe.stats.countDelivery(cons.NoAck, f.Entry.Redelivered)
 		qe.journalDelivery(cons.NoAck, f.Entry)
 	}
-	clear(effs)
-	qe.effects = effs[:0]
+	qe.doneEffectsLocked(effs)
 	if dead {
 		// The caller may not route dead letters itself: the timer does.
 		qe.kickLocked()
@@ -556,9 +555,7 @@ func (ch *channel) settle(ps []pending) {
 			qe.streamSettleLocked(ps[i:j])
 		} else if !qe.deleted {
 			qe.stats.ack += uint64(j - i)
-			for k := i; k < j; k++ {
-				qe.settleLocked(ps[k].seq)
-			}
+			qe.settleRunLocked(queue.OpSettle, ps[i:j])
 			qe.dispatchLocked()
 		}
 		qe.mu.Unlock()
@@ -576,14 +573,16 @@ func (ch *channel) requeue(ps []pending) {
 			i = ch.streamReturn(ps, i)
 			continue
 		}
+		j := i + 1
+		for j < len(ps) && ps[j].qe == qe {
+			j++
+		}
 		dead := false
 		qe.mu.Lock()
-		for ; i < len(ps) && ps[i].qe == qe; i++ {
-			if qe.deleted {
-				continue
-			}
-			dead = qe.returnLocked(ps[i].seq) || dead
+		if !qe.deleted {
+			dead = qe.settleRunLocked(queue.OpReturn, ps[i:j])
 		}
+		i = j
 		qe.dispatchLocked()
 		qe.mu.Unlock()
 		if dead {

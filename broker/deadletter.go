@@ -212,15 +212,17 @@ func (ch *channel) discard(ps []pending) {
 	ch.releaseGlobal(ps)
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
+		j := i + 1
+		for j < len(ps) && ps[j].qe == qe {
+			j++
+		}
 		dead := false
 		qe.mu.Lock()
-		for ; i < len(ps) && ps[i].qe == qe; i++ {
-			if qe.deleted {
-				continue
-			}
-			qe.stats.ack++
-			dead = qe.discardLocked(ps[i].seq) || dead
+		if !qe.deleted {
+			qe.stats.ack += uint64(j - i)
+			dead = qe.settleRunLocked(queue.OpDiscard, ps[i:j])
 		}
+		i = j
 		qe.dispatchLocked()
 		qe.mu.Unlock()
 		if dead {

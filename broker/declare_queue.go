@@ -5,7 +5,6 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
-	"github.com/warrenmq/warren/queue"
 )
 
 func notFoundQueue(name, vhost string, classID, methodID uint16) error {
@@ -232,7 +231,7 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 		return streamPurgeError(qe)
 	}
 	qe.mu.Lock()
-	n := qe.q.PurgeEach(func(e queue.Entry) { ch.c.b.unjournal(qe, e) })
+	n := qe.purgeLocked()
 	qe.mu.Unlock()
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.QueuePurgeOk{MessageCount: uint32(n)})

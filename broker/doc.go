@@ -20,6 +20,18 @@
 //	Broker.defMu → Broker.mu → vhost.mu → vhost.bindMu
 //	vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //
+// # Queue commands and their effects
+//
+// A queue's state (package queue) changes through commands, applied under
+// queueEntity.mu; the effects come back as values and are carried out by
+// queue_effects.go under the same lock — delivery frames appended to the
+// consumer's connection (channel.mu, then outbound.mu), journal records
+// removed, dead letters collected — and dead letters are routed once the
+// lock is released (flushDead). An unacknowledged delivery is held by the
+// queue; the channel keeps its tag with the queue, message id, consumer
+// and time (unacked.go), and an ack, nack or reject settles a run of one
+// queue's deliveries with one command under one queueEntity.mu.
+//
 // # Definition commands
 //
 // Every change of vhosts, users, permissions, topic permissions,

@@ -179,8 +179,7 @@ func (qe *queueEntity) getLocked(noAck bool) (e queue.Entry, ok, dead bool) {
 			dead = qe.executeLocked(effs[i:i+1]) || dead
 		}
 	}
-	clear(effs)
-	qe.effects = effs[:0]
+	qe.doneEffectsLocked(effs)
 	return e, ok, dead
 }
 

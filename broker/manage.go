@@ -94,7 +94,7 @@ func (b *Broker) PurgeQueue(vhostName, name string) (int, error) {
 	if qe.deleted {
 		return 0, fmt.Errorf("queue %q in vhost %q: %w", name, vhostName, ErrNotFound)
 	}
-	return qe.q.PurgeEach(func(e queue.Entry) { b.unjournal(qe, e) }), nil
+	return qe.purgeLocked(), nil
 }
 
 func (b *Broker) queueEntity(vhostName, name string) (*queueEntity, error) {

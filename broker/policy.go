@@ -372,7 +372,7 @@ func (v *vhost) applyPolicies() {
 		qe.fx.set = c.set
 		qe.fx.policy = c.pol
 		qe.at = qe.at || c.set.needsAt()
-		qe.deadLocked(qe.q.SetConfig(c.set.cfg, now), nil)
+		qe.setConfigLocked(c.set.cfg, now)
 		qe.armExpiryLocked()
 		qe.touchLocked()
 		qe.armUnusedLocked()

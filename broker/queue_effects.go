@@ -22,26 +22,79 @@ import "github.com/warrenmq/warren/queue"
 //
 // Through Apply go: consumers attaching and detaching (OpAttach, OpDetach;
 // consume.go), dispatch (OpCheckout), basic.get (OpGet), acks, requeues and
-// rejects (OpSettle, OpReturn, OpDiscard; consume.go, deadletter.go,
-// manage.go) and the expiry timer (OpTick). Publishes (publish.go,
-// expiry.go), policy changes (SetConfig), purges, recovery (Restore) and
-// paging still call the state machine's typed methods, which are the same
-// transitions. Each consumer's gate (consumer.Acquire) is set with
-// Queue.SetGate: this node's limit, asked during dispatch.
+// rejects — a run of one queue's deliveries as one command with Cmd.Seqs
+// (OpSettle, OpReturn, OpDiscard; settleRunLocked, from consume.go,
+// deadletter.go, manage.go) —, purges (OpPurge in chunks of purgeChunk,
+// purgeLocked), policy changes (OpSetConfig, setConfigLocked) and the
+// expiry timer (OpTick). Publishes (publish.go, batch.go, deadletter.go,
+// expiry.go), recovery (Restore), paging and a deleted queue's drop still
+// call the state machine's typed methods, which are the same transitions:
+// a publish needs the message id the queue gives it (to journal it) and no
+// effect reports it yet. Each consumer's gate (consumer.Acquire) is set
+// with Queue.SetGate: this node's limit, asked during dispatch (why it is
+// not credit in the state: queue/doc.go).
+//
+// The channel keeps, per delivery tag, only what it needs itself: the
+// queue and message id, the consumer (channel-wide prefetch, consumer
+// timeouts) and the delivery time (unackedList, unacked.go); the delivery
+// itself — message, delivery count, redelivered flag — is held once, by
+// the queue, and an ack finds it there with one lookup.
 
 // applyLocked applies cmd to qe's state machine and carries out its
 // effects. It reports whether dead letters await flushDead. A command the
 // state refuses (an id that is no longer held: the queue was purged or
 // recreated) changes nothing. Hold qe.mu.
 func (qe *queueEntity) applyLocked(cmd *queue.Cmd) bool {
-	effs, err := qe.q.Apply(cmd, qe.effects[:0])
-	if err != nil {
-		return false
-	}
+	// A refused command changed nothing and has no effects; a settle of
+	// several ids may have applied some: their effects are carried out.
+	effs, _ := qe.q.Apply(cmd, qe.effects[:0])
 	dead := qe.executeLocked(effs)
-	clear(effs)
-	qe.effects = effs[:0]
+	qe.doneEffectsLocked(effs)
 	return dead
+}
+
+// doneEffectsLocked hands the effect buffer back for the next command,
+// keeping it unless a large command (a purge) grew it. Hold qe.mu.
+func (qe *queueEntity) doneEffectsLocked(effs []queue.Effect) {
+	clear(effs)
+	if cap(effs) > maxKeptEffects {
+		effs = nil
+	}
+	qe.effects = effs[:0]
+}
+
+// maxKeptEffects is the largest effect buffer a queue keeps between
+// commands (a dispatch of more deliveries at once allocates, amortised
+// over them); purgeChunk the most messages one purge command drops, so
+// that its effects fit.
+const (
+	maxKeptEffects = 1024
+	purgeChunk     = maxKeptEffects
+)
+
+// purgeLocked drops every ready message of qe through OpPurge, in chunks
+// of purgeChunk (the effect buffer stays bounded), and returns how many.
+// The journal records of the purged messages go (EffSettled). Hold qe.mu.
+func (qe *queueEntity) purgeLocked() int {
+	n := 0
+	for {
+		cmd := queue.Cmd{Op: queue.OpPurge, Max: purgeChunk}
+		effs, _ := qe.q.Apply(&cmd, qe.effects[:0])
+		n += len(effs)
+		qe.executeLocked(effs)
+		qe.doneEffectsLocked(effs)
+		if len(effs) < purgeChunk {
+			return n
+		}
+	}
+}
+
+// setConfigLocked applies a policy change to qe's state machine at now
+// (OpSetConfig): messages the new limits or TTL drop are dead-lettered.
+// It reports whether dead letters await flushDead. Hold qe.mu.
+func (qe *queueEntity) setConfigLocked(cfg queue.Config, now int64) bool {
+	cmd := queue.Cmd{Op: queue.OpSetConfig, Now: now, Config: cfg}
+	return qe.applyLocked(&cmd)
 }
 
 // executeLocked carries out effects of qe's state machine. It reports
@@ -68,11 +121,33 @@ func (qe *queueEntity) settleLocked(seq uint64) {
 	qe.applyLocked(&cmd)
 }
 
-// discardLocked rejects the delivery of message seq without requeue. It
-// reports whether dead letters await flushDead. Hold qe.mu.
-func (qe *queueEntity) discardLocked(seq uint64) bool {
-	cmd := queue.Cmd{Op: queue.OpDiscard, Seq: seq}
-	return qe.applyLocked(&cmd)
+// settleRunLocked applies op (OpSettle, OpReturn or OpDiscard) to the
+// deliveries ps, all of qe, as one command: an ack with multiple=true
+// settles its run of a queue with one Apply. It reports whether dead
+// letters await flushDead. Hold qe.mu.
+func (qe *queueEntity) settleRunLocked(op queue.Op, ps []pending) bool {
+	cmd := queue.Cmd{Op: op}
+	if op == queue.OpReturn && qe.at {
+		cmd.Now = nowMs()
+	}
+	if len(ps) == 1 {
+		cmd.Seq = ps[0].seq
+	} else {
+		seqs := qe.seqs[:0]
+		for i := range ps {
+			seqs = append(seqs, ps[i].seq)
+		}
+		cmd.Seqs = seqs
+		if cap(seqs) <= 4096 {
+			qe.seqs = seqs[:0]
+		}
+	}
+	dead := qe.applyLocked(&cmd)
+	if op == queue.OpReturn && qe.at {
+		// Requeued messages may expire before the next timer.
+		qe.armExpiryLocked()
+	}
+	return dead
 }
 
 // returnLocked puts the delivery of message seq back, or dead-letters it

@@ -42,14 +42,31 @@ func (l *unackedList) push(p pending) {
 
 func (l *unackedList) holes() int { return len(l.s) - l.head - l.live }
 
-// find returns the index of the live delivery tagged tag, or -1.
+// find returns the index of the live delivery tagged tag, or -1. Acks
+// mostly name the oldest delivery: the front is looked at first.
 func (l *unackedList) find(tag uint64) int {
-	s := l.s[l.head:]
-	i := sort.Search(len(s), func(i int) bool { return s[i].tag >= tag })
-	if i == len(s) || s[i].tag != tag || s[i].qe == nil {
+	if l.head >= len(l.s) {
 		return -1
 	}
-	return l.head + i
+	if f := &l.s[l.head]; f.tag >= tag {
+		if f.tag != tag || f.qe == nil {
+			return -1
+		}
+		return l.head
+	}
+	lo, hi := l.head+1, len(l.s)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if l.s[m].tag < tag {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == len(l.s) || l.s[lo].tag != tag || l.s[lo].qe == nil {
+		return -1
+	}
+	return lo
 }
 
 // take removes the delivery tagged tag and appends it to dst; false if it

@@ -143,6 +143,9 @@ type queueEntity struct {
 	storeID uint64
 	// effects is the scratch buffer of applyLocked's effects (mu).
 	effects []queue.Effect
+	// seqs is the scratch buffer of the message ids one settle command
+	// names (settleRunLocked; mu).
+	seqs []uint64
 	// consumers is the consumers of q by id, as its deliveries name them
 	// (mu).
 	consumers map[queue.ConsumerID]*consumer

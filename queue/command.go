@@ -49,7 +49,10 @@ const (
 	// OpDiscard rejects the delivery of message Seq without requeue
 	// (EffDeadLetter, reason rejected).
 	OpDiscard
-	// OpPurge drops every ready message (EffSettled for each).
+	// OpPurge drops every ready message (EffSettled for each), or with
+	// Max the first Max of them in queue order: an owner that bounds its
+	// effect buffer purges in chunks, under one lock, until fewer than Max
+	// come back.
 	OpPurge
 	// OpTick expires messages at the heads at Now (EffDeadLetter), and
 	// reports the queue's own expiry (EffExpired) once it is due.
@@ -85,8 +88,16 @@ type Cmd struct {
 	NoAck     bool
 	Exclusive bool
 
-	// Settle, return, discard: the message id.
-	Seq uint64
+	// Settle, return, discard: the message id, or with Seqs set the ids
+	// of several deliveries, settled (returned, discarded) in that order
+	// by one command (an ack with multiple=true). An id that is not held
+	// is passed over; Apply then reports ErrUnknownMessage, having applied
+	// the others.
+	Seq  uint64
+	Seqs []uint64
+
+	// Purge: the most messages to drop (0 = all).
+	Max int
 
 	// SetConfig.
 	Config Config
@@ -162,27 +173,22 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 			out = append(out, Effect{Kind: EffDeliver, Entry: e})
 		}
 		return out, nil
-	case OpSettle:
-		e, ok := q.Settle(cmd.Seq)
-		if !ok {
-			return out, ErrUnknownMessage
+	case OpSettle, OpReturn, OpDiscard:
+		if cmd.Seqs == nil {
+			return q.applySettle(cmd.Op, cmd.Seq, cmd.Now, out)
 		}
-		return append(out, Effect{Kind: EffSettled, Entry: e}), nil
-	case OpReturn:
-		if _, ok := q.held.get(cmd.Seq); !ok {
-			return out, ErrUnknownMessage
+		var err error
+		for _, seq := range cmd.Seqs {
+			var e error
+			if out, e = q.applySettle(cmd.Op, seq, cmd.Now, out); e != nil {
+				err = e
+			}
 		}
-		if dl, dead := q.ReturnAt(cmd.Seq, cmd.Now); dead {
-			out = append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry})
-		}
-		return out, nil
-	case OpDiscard:
-		dl, ok := q.Discard(cmd.Seq)
-		if !ok {
-			return out, ErrUnknownMessage
-		}
-		return append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry}), nil
+		return out, err
 	case OpPurge:
+		if cmd.Max > 0 {
+			return q.purgeSome(cmd.Max, out), nil
+		}
 		q.PurgeEach(func(e Entry) { out = append(out, Effect{Kind: EffSettled, Entry: e}) })
 		return out, nil
 	case OpTick:
@@ -206,6 +212,60 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		return out, nil
 	}
 	return out, ErrUnknownCommand
+}
+
+// applySettle settles, returns or discards the delivery of message seq,
+// looked up once.
+func (q *Queue) applySettle(op Op, seq uint64, now int64, out []Effect) ([]Effect, error) {
+	switch op {
+	case OpSettle:
+		var h held
+		if !q.release(seq, &h) {
+			return out, ErrUnknownMessage
+		}
+		out = grow(out)
+		f := &out[len(out)-1]
+		f.Kind = EffSettled
+		h.s.fill(&f.Entry)
+		return out, nil
+	case OpReturn:
+		dl, dead, ok := q.returnAt(seq, now)
+		if !ok {
+			return out, ErrUnknownMessage
+		}
+		if dead {
+			out = append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry})
+		}
+		return out, nil
+	}
+	dl, ok := q.Discard(seq)
+	if !ok {
+		return out, ErrUnknownMessage
+	}
+	return append(out, Effect{Kind: EffDeadLetter, Reason: dl.Reason, Entry: dl.Entry}), nil
+}
+
+// purgeSome drops up to max ready messages in queue order, appending
+// EffSettled for each.
+func (q *Queue) purgeSome(max int, out []Effect) []Effect {
+	for i := 0; i < max && q.Ready() > 0; i++ {
+		s := q.remove(q.next())
+		out = grow(out)
+		f := &out[len(out)-1]
+		f.Kind = EffSettled
+		s.fill(&f.Entry)
+	}
+	return out
+}
+
+// grow appends a zero effect to out, to be filled in place.
+func grow(out []Effect) []Effect {
+	if len(out) < cap(out) {
+		out = out[:len(out)+1]
+		out[len(out)-1] = Effect{}
+		return out
+	}
+	return append(out, Effect{})
 }
 
 func (q *Queue) applyEnqueue(cmd *Cmd, out []Effect) []Effect {

@@ -151,6 +151,15 @@ func (w *workload) next() Cmd {
 		if r.IntN(50) == 0 {
 			cmd.Seq = 1 << 40 // unknown: refused
 		}
+		if r.IntN(6) == 0 {
+			// Several ids in one command (an ack with multiple=true),
+			// now and then with one that is not held.
+			n := 1 + r.IntN(min(len(ids), 6))
+			cmd.Seqs = append([]uint64(nil), ids[:n]...)
+			if r.IntN(8) == 0 {
+				cmd.Seqs = append(cmd.Seqs, 1<<40)
+			}
+		}
 	case k < 94:
 		cmd.Op = OpTick
 		w.now += int64(r.IntN(200))
@@ -178,6 +187,9 @@ func (w *workload) next() Cmd {
 		cmd.Config = c
 	case k < 98:
 		cmd.Op = OpPurge
+		if r.IntN(2) == 0 {
+			cmd.Max = 1 + r.IntN(5) // a purge in chunks
+		}
 	case k < 99:
 		cmd.Op = OpForget
 		cmd.Publisher = PublisherID(1 + r.IntN(3))

@@ -14,9 +14,10 @@
 // Every change is a command (command.go): a Cmd value — OpEnqueue (with
 // publisher id and sequence), OpAttach and OpDetach (consumers by
 // ConsumerID, with prefetch and priority), OpCheckout (dispatch), OpGet,
-// OpSettle, OpReturn and OpDiscard (by message id, the entry's Seq),
-// OpPurge, OpTick (expiry at Cmd.Now), OpSetConfig, OpForget (a
-// publisher's sequence), OpTouch. Apply(cmd, out) applies one and appends
+// OpSettle, OpReturn and OpDiscard (by message id, the entry's Seq, or
+// several ids in Cmd.Seqs: an ack with multiple=true is one command),
+// OpPurge (all, or the first Cmd.Max in queue order), OpTick (expiry at
+// Cmd.Now), OpSetConfig, OpForget (a publisher's sequence), OpTouch. Apply(cmd, out) applies one and appends
 // its effects to out, a slice the caller owns; the time is in the command,
 // so that a log of commands replays to the same state and effects on any
 // node (determinism_test.go checks it). The owner carries out each effect:
@@ -43,6 +44,12 @@
 // Apply is built on them. Snapshot / AppendSnapshot and RestoreSnapshot
 // encode and load the whole state (snapshot.go).
 //
+// Unacknowledged deliveries are held once, here (unacked.go): by message
+// id in a list sorted by id (a map only for redeliveries overtaking newer
+// ones), each lookup a look at the front or a bisection, copied once on
+// removal. The owner keeps only its mapping from delivery tags to (queue,
+// message id) (the broker's channel), not the deliveries.
+//
 // # What is not replicated state
 //
 // Two things a queue consults belong to the node, not to the state:
@@ -51,8 +58,17 @@
 //     buffer, a channel-wide prefetch) asked before each delivery by
 //     Dispatch (and OpCheckout). No command sets one: the owner gives a
 //     consumer attached with OpAttach its gate with SetGate, and a queue
-//     restored from a snapshot has none. Until gates become credit given
-//     by commands, a broker that sets gates makes dispatch depend on them.
+//     restored from a snapshot has none. A broker that sets gates makes
+//     dispatch depend on them. They stay callbacks, not credit in the
+//     state: both limits are shared — the outbound buffer by every
+//     consumer of a connection, the channel-wide prefetch by consumers of
+//     several queues, each its own state machine — and change with every
+//     write to the socket, so as credit they would need a command to each
+//     queue per write or per ack, and a split of one shared budget among
+//     queues ahead of time. Per-consumer prefetch, which is the queue's
+//     own, is credit in the state (Prefetch, given back by OpSettle,
+//     OpReturn, OpDiscard). In a replicated queue the leader asks the gate
+//     when it proposes a checkout; followers apply the checkout's result.
 //   - Paging (paging.go): the owner drops bodies of deep queues from RAM
 //     (PageOut) and brings them back (PageIn). A paged-out message keeps
 //     its place and counts, and can expire or be dropped, but Dispatch and

@@ -54,6 +54,18 @@ func (s slot) entry() Entry {
 	}
 }
 
+// fill writes the entry of s into *e, field by field (no Entry value is
+// built and copied).
+func (s *slot) fill(e *Entry) {
+	e.Msg = s.msg
+	e.Seq = s.seq
+	e.Redelivered = s.meta&redeliveredBit != 0
+	e.Deliveries = uint32(s.meta & deliveriesMask)
+	e.Expires = s.expires()
+	e.Spilled = s.flags&flagSpilled != 0
+	e.Size = int(s.size)
+}
+
 func (s slot) expires() int64 { return int64(s.meta >> expiresShift) }
 
 func (s *slot) setExpires(x int64) {

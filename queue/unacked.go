@@ -49,18 +49,27 @@ const holesAt = 64
 
 func (h *heldSet) len() int { return h.live + len(h.late) }
 
-func (h *heldSet) add(x held) {
-	if n := len(h.list); n > h.head && h.list[n-1].s.seq >= x.s.seq {
+func (h *heldSet) add(s *slot, c *Consumer) {
+	if n := len(h.list); n > h.head && h.list[n-1].s.seq >= s.seq {
 		if h.late == nil {
 			h.late = make(map[uint64]held)
 		}
-		h.late[x.s.seq] = x
+		h.late[s.seq] = held{s: *s, c: c}
 		return
 	}
-	if len(h.list) == cap(h.list) && h.head > 0 {
-		h.compact()
+	if len(h.list) == cap(h.list) {
+		if h.head > 0 {
+			h.compact()
+		}
+		if len(h.list) == cap(h.list) {
+			h.list = append(h.list, held{})[:len(h.list)]
+		}
 	}
-	h.list = append(h.list, x)
+	// In place: building a held and appending it copies it twice.
+	h.list = h.list[:len(h.list)+1]
+	p := &h.list[len(h.list)-1]
+	p.s = *s
+	p.c = c
 	h.live++
 }
 
@@ -99,32 +108,43 @@ func (h *heldSet) get(seq uint64) (held, bool) {
 	return x, ok
 }
 
-func (h *heldSet) remove(seq uint64) (held, bool) {
+// remove takes the live delivery seq out of the set into *dst and reports
+// whether there was one. The delivery is copied once, into *dst: a held
+// entry is five words, and returning it by value through the callers cost
+// more than the rest of an acknowledgement.
+func (h *heldSet) remove(seq uint64, dst *held) bool {
 	i := h.find(seq)
 	if i < 0 {
 		x, ok := h.late[seq]
 		if ok {
+			*dst = x
 			delete(h.late, seq)
 		}
-		return x, ok
+		return ok
 	}
-	x := h.list[i]
 	p := &h.list[i]
-	p.s.flags |= flagHole
-	p.s.msg, p.c = nil, nil
+	*dst = *p
 	h.live--
-	for h.head < len(h.list) && h.list[h.head].hole() {
-		h.list[h.head] = held{}
+	if i == h.head {
+		// In-order settlement: the front goes, and the holes behind it.
+		*p = held{}
 		h.head++
+		for h.head < len(h.list) && h.list[h.head].hole() {
+			h.list[h.head] = held{}
+			h.head++
+		}
+	} else {
+		p.s.flags |= flagHole
+		p.s.msg, p.c = nil, nil
 	}
 	switch {
 	case h.live == 0:
-		clear(h.list)
+		// Every entry before len is zero or a hole without pointers.
 		h.list, h.head = h.list[:0], 0
 	case len(h.list)-h.head-h.live > holesAt && len(h.list)-h.head-h.live > h.live:
 		h.compact()
 	}
-	return x, true
+	return true
 }
 
 // compact moves the live entries to the front of the list, dropping the
@@ -161,25 +181,24 @@ func (h *heldSet) appendSeqs(seqs []uint64) []uint64 {
 // hold records the delivery of s to c (nil for basic.get) as
 // unacknowledged.
 func (q *Queue) hold(s *slot, c *Consumer) {
-	q.held.add(held{s: *s, c: c})
+	q.held.add(s, c)
 	q.unacked++
 	if c != nil {
 		c.unacked++
 	}
 }
 
-// release removes the unacknowledged delivery seq, giving its consumer
-// the credit back.
-func (q *Queue) release(seq uint64) (held, bool) {
-	h, ok := q.held.remove(seq)
-	if !ok {
-		return h, false
+// release removes the unacknowledged delivery seq into *h, giving its
+// consumer the credit back.
+func (q *Queue) release(seq uint64, h *held) bool {
+	if !q.held.remove(seq, h) {
+		return false
 	}
 	q.unacked--
 	if h.c != nil {
 		h.c.unacked--
 	}
-	return h, true
+	return true
 }
 
 // Held returns the unacknowledged delivery seq, and whether there is one.
@@ -192,11 +211,18 @@ func (q *Queue) Held(seq uint64) (Entry, bool) {
 // returns it (the owner deletes its durable record or spilled copy). ok is
 // false when seq is not an unacknowledged delivery.
 func (q *Queue) Settle(seq uint64) (e Entry, ok bool) {
-	h, ok := q.release(seq)
-	if !ok {
-		return Entry{}, false
+	ok = q.settleInto(seq, &e)
+	return e, ok
+}
+
+// settleInto is Settle writing the entry into *e.
+func (q *Queue) settleInto(seq uint64, e *Entry) bool {
+	var h held
+	if !q.release(seq, &h) {
+		return false
 	}
-	return h.s.entry(), true
+	h.s.fill(e)
+	return true
 }
 
 // Return puts the delivery of message seq back in the queue, ahead of
@@ -204,8 +230,8 @@ func (q *Queue) Settle(seq uint64) (e Entry, ok bool) {
 // redelivered. It applies no delivery limit (ReturnAt does). It reports
 // whether seq was an unacknowledged delivery.
 func (q *Queue) Return(seq uint64) bool {
-	h, ok := q.release(seq)
-	if !ok {
+	var h held
+	if !q.release(seq, &h) {
 		return false
 	}
 	h.s.meta |= redeliveredBit
@@ -220,29 +246,34 @@ func (q *Queue) Return(seq uint64) bool {
 // Return (dead false). Either way the delivery is settled. An unknown seq
 // changes nothing (dead false).
 func (q *Queue) ReturnAt(seq uint64, now int64) (dl DeadLetter, dead bool) {
-	h, ok := q.held.get(seq)
-	if !ok {
-		return DeadLetter{}, false
+	dl, dead, _ = q.returnAt(seq, now)
+	return dl, dead
+}
+
+// returnAt is ReturnAt that also reports whether seq was held, with one
+// lookup of the delivery.
+func (q *Queue) returnAt(seq uint64, now int64) (dl DeadLetter, dead, ok bool) {
+	var h held
+	if !q.release(seq, &h) {
+		return DeadLetter{}, false, false
 	}
-	e := h.s.entry()
-	if lim := q.cfg.DeliveryLimit; lim >= 0 && int64(e.Deliveries) > lim {
-		q.release(seq)
-		return DeadLetter{Entry: e, Reason: ReasonDeliveryLimit}, true
+	if lim := q.cfg.DeliveryLimit; lim >= 0 && int64(h.s.meta&deliveriesMask) > lim {
+		return DeadLetter{Entry: h.s.entry(), Reason: ReasonDeliveryLimit}, true, true
 	}
-	if now != 0 && e.Expires != 0 && e.Expires <= now {
-		q.release(seq)
-		return DeadLetter{Entry: e, Reason: ReasonExpired}, true
+	if x := h.s.expires(); now != 0 && x != 0 && x <= now {
+		return DeadLetter{Entry: h.s.entry(), Reason: ReasonExpired}, true, true
 	}
-	q.Return(seq)
-	return DeadLetter{}, false
+	h.s.meta |= redeliveredBit
+	q.requeue(h.s)
+	return DeadLetter{}, false, true
 }
 
 // Discard settles the delivery of message seq, rejected without requeue,
 // and returns it as a dead letter (reason "rejected"). ok is false when seq
 // is not an unacknowledged delivery.
 func (q *Queue) Discard(seq uint64) (dl DeadLetter, ok bool) {
-	h, ok := q.release(seq)
-	if !ok {
+	var h held
+	if !q.release(seq, &h) {
 		return DeadLetter{}, false
 	}
 	return DeadLetter{Entry: h.s.entry(), Reason: ReasonRejected}, true
