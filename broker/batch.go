@@ -59,8 +59,11 @@ func (ch *channel) routeBatched(ex *exchangeEntity, mandatory bool, msg *queue.M
 	b := &c.batch
 	xc := ch.stats.exchange(ex)
 	xc.in.Add(1)
-	if ex.plug != nil && ex.plug.delay != nil && ch.delayPublish(ex, msg, confirmSeq) {
-		return false
+	if ex.plug != nil {
+		if handled, _ := ch.plugPublish(ex, mandatory, msg, confirmSeq); handled {
+			c.flushRoutes()
+			return false
+		}
 	}
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		c.flushRoutes()

@@ -42,9 +42,6 @@ const delayedBatch = 512
 
 // delayedExchange is the delayed part of an exchange.
 type delayedExchange struct {
-	// id names the exchange in the store's keys (set before the exchange
-	// is visible).
-	id uint64
 	// waiting counts its delayed messages (management API).
 	waiting atomic.Int64
 }
@@ -100,7 +97,7 @@ func (d *delayedState) noteDue(due int64) {
 // attachDelayed gives a new delayed exchange its id. Call before ex is
 // visible, after its storeID is set.
 func (b *Broker) attachDelayed(v *vhost, ex *exchangeEntity) {
-	if ex.plug == nil || ex.plug.delay == nil {
+	if ex.plug == nil || (ex.plug.delay == nil && ex.plug.dedup == nil) {
 		return
 	}
 	d := &b.delayed
@@ -114,23 +111,28 @@ func (b *Broker) attachDelayed(v *vhost, ex *exchangeEntity) {
 		d.transient++
 		id = transientDelayedID | d.transient
 	}
-	ex.plug.delay.id = id
+	ex.plug.id = id
+	if ex.plug.dedup != nil {
+		ex.plug.dedup.id = id
+	}
 	d.byID[id] = delayedRef{v: v, ex: ex}
 }
 
 // detachDelayed forgets a deleted delayed exchange; the scheduler deletes
 // its messages.
 func (b *Broker) detachDelayed(ex *exchangeEntity) {
-	if ex.plug == nil || ex.plug.delay == nil {
+	if ex.plug == nil || (ex.plug.delay == nil && ex.plug.dedup == nil) {
 		return
 	}
 	d := &b.delayed
 	d.mu.Lock()
-	if r, ok := d.byID[ex.plug.delay.id]; ok && r.ex == ex {
-		delete(d.byID, ex.plug.delay.id)
+	if r, ok := d.byID[ex.plug.id]; ok && r.ex == ex {
+		delete(d.byID, ex.plug.id)
 	}
 	d.mu.Unlock()
-	ex.plug.delay.waiting.Store(0)
+	if ex.plug.delay != nil {
+		ex.plug.delay.waiting.Store(0)
+	}
 	d.sweep.Store(true)
 	if d.wake != nil {
 		d.signal()
@@ -175,7 +177,7 @@ func (ch *channel) delayPublish(ex *exchangeEntity, msg *queue.Message, confirmS
 		due = math.MaxInt64 >> 1
 	}
 	m := &store.Delayed{
-		Key:   store.DelayedKey{Due: due, Seq: b.delayed.seq.Add(1), Exchange: de.id},
+		Key:   store.DelayedKey{Due: due, Seq: b.delayed.seq.Add(1), Exchange: ex.plug.id},
 		VHost: ch.c.vhost.name, Exchange: ex.name, RoutingKey: msg.RoutingKey,
 		Header: msg.Header, Body: msg.Body,
 	}
@@ -211,9 +213,9 @@ func (b *Broker) recoverDelayed() error {
 		d.mu.Lock()
 		r, ok := d.byID[k.Exchange]
 		d.mu.Unlock()
-		if ok {
+		if ok && r.ex.plug.delay != nil {
 			r.ex.plug.delay.waiting.Add(1)
-		} else {
+		} else if !ok {
 			orphans++
 		}
 	})
@@ -221,6 +223,22 @@ func (b *Broker) recoverDelayed() error {
 		return err
 	}
 	d.seq.Store(maxSeq)
+	d.mu.Lock()
+	var caches []*dedupCache
+	for _, r := range d.byID {
+		if r.ex.plug.dedup != nil {
+			caches = append(caches, r.ex.plug.dedup)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range caches {
+		if err := b.loadDedup(c); err != nil {
+			return err
+		}
+	}
+	if err := st.DropDedup(b.delayedGone); err != nil {
+		return err
+	}
 	if orphans > 0 {
 		n, err := st.DropDelayed(b.delayedGone)
 		if err != nil {
@@ -255,6 +273,9 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 		if d.sweep.Swap(false) {
 			if _, err := st.DropDelayed(b.delayedGone); err != nil {
 				b.log.Error("deleting delayed messages of deleted exchanges", zap.Error(err))
+			}
+			if err := st.DropDedup(b.delayedGone); err != nil {
+				b.log.Error("deleting deduplication caches of deleted exchanges", zap.Error(err))
 			}
 		}
 		// Completions from here on lower next and wake us.
@@ -329,7 +350,7 @@ func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
 	d.mu.Lock()
 	r, ok := d.byID[m.Key.Exchange]
 	d.mu.Unlock()
-	if !ok {
+	if !ok || r.ex.plug.delay == nil {
 		return
 	}
 	r.ex.plug.delay.waiting.Add(-1)

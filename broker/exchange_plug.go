@@ -6,6 +6,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
 )
 
 // Exchange features that RabbitMQ users get from plugins, built in
@@ -23,6 +24,9 @@ const (
 	argHashHeader     = "hash-header"
 	argHashProperty   = "hash-property"
 	headerDelay       = "x-delay"
+	typeDedup         = "x-message-deduplication"
+	argDedup          = "x-message-deduplication"
+	headerDedup       = "x-deduplication-header"
 	hashPropMessageID = "message_id"
 	hashPropCorrID    = "correlation_id"
 	hashPropTimestamp = "timestamp"
@@ -39,6 +43,12 @@ type exchangePlug struct {
 	hashHeader, hashProperty string
 	// delay is set on a delayed exchange (delayed.go).
 	delay *delayedExchange
+	// dedup is set on a deduplicating exchange (dedup.go).
+	dedup *dedupCache
+	// id names the exchange in the store's keys of delayed messages and
+	// cache entries: its definition id, or one with the top bit set for a
+	// transient exchange (set before the exchange is visible; delayed.go).
+	id uint64
 }
 
 // exchangeType is what an exchange.declare's type and arguments make.
@@ -68,6 +78,10 @@ func parseExchangeType(typ string, args amqp.Table, cls, mth uint16) (exchangeTy
 		t.kind = k
 		p.typ = typ
 		p.delay = &delayedExchange{}
+	case typeDedup:
+		// The deduplication plugin's exchange type routes as fanout.
+		t.kind = exchange.Fanout
+		p.typ = typ
 	default:
 		k, ok := exchange.ParseType(typ)
 		if !ok {
@@ -102,6 +116,11 @@ func parseExchangeType(typ string, args amqp.Table, cls, mth uint16) (exchangeTy
 			}
 		}
 	}
+	dd, err := parseDedupArgs(typ == typeDedup, args, cls, mth)
+	if err != nil {
+		return t, err
+	}
+	p.dedup = dd
 	if p != (exchangePlug{}) {
 		t.plug = &p
 	}
@@ -154,4 +173,20 @@ func (p *exchangePlug) hashValue(headers func() amqp.Table, header []byte) strin
 		}
 		return strconv.FormatUint(h.Properties.Timestamp, 10)
 	}
+}
+
+// plugPublish applies ex's deduplication and delay to a publish before
+// routing: a duplicate is dropped (returned when mandatory), a delayed
+// message stored for later. handled reports that the publish needs no
+// routing now; routed whether it counts as taken.
+func (ch *channel) plugPublish(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) (handled, routed bool) {
+	p := ex.plug
+	if p.dedup != nil && ch.isDuplicate(ex, msg) {
+		ch.returnUnroutable(mandatory, msg)
+		return true, false
+	}
+	if p.delay != nil && ch.delayPublish(ex, msg, confirmSeq) {
+		return true, true
+	}
+	return false, false
 }

@@ -229,8 +229,10 @@ func (ch *channel) finishPublish() error {
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
 	xc := ch.stats.exchange(ex)
 	xc.in.Add(1)
-	if ex.plug != nil && ex.plug.delay != nil && ch.delayPublish(ex, msg, confirmSeq) {
-		return true
+	if ex.plug != nil {
+		if handled, routed := ch.plugPublish(ex, mandatory, msg, confirmSeq); handled {
+			return routed
+		}
 	}
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		return ch.routeReply(mandatory, msg)
