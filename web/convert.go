@@ -239,6 +239,9 @@ func (s *Server) exchangeJSON(x broker.ExchangeInfo, rs ranges) item {
 		// As the delayed-message exchange plugin reports it.
 		it["messages_delayed"] = x.Delayed
 	}
+	if x.DedupCached >= 0 {
+		it["deduplication_cache_size"] = x.DedupCached
+	}
 	return it
 }
 

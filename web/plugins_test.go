@@ -19,6 +19,15 @@ func TestDelayedExchangeJSON(t *testing.T) {
 	if x := e.must(200, "GET", "/api/exchanges/%2F/chx", nil).obj(t); x["type"] != "x-consistent-hash" {
 		t.Fatalf("type %v", x["type"])
 	}
+	e.must(201, "PUT", "/api/exchanges/%2F/ddx", map[string]any{"type": "x-message-deduplication",
+		"arguments": map[string]any{"x-cache-size": 10}})
+	for range 2 {
+		e.must(200, "POST", "/api/exchanges/%2F/ddx/publish", map[string]any{"routing_key": "k", "payload": "m",
+			"payload_encoding": "string", "properties": map[string]any{"headers": map[string]any{"x-deduplication-header": "once"}}})
+	}
+	if x := e.must(200, "GET", "/api/exchanges/%2F/ddx", nil).obj(t); x["deduplication_cache_size"] != float64(1) {
+		t.Fatalf("deduplication_cache_size %v", x["deduplication_cache_size"])
+	}
 	types := map[string]bool{}
 	for _, it := range e.must(200, "GET", "/api/overview", nil).obj(t)["exchange_types"].([]any) {
 		types[it.(map[string]any)["name"].(string)] = true
