@@ -68,6 +68,9 @@ type delayedState struct {
 	wake chan struct{}
 	// sweep asks the scheduler to delete the messages of deleted exchanges.
 	sweep atomic.Bool
+	// rounds counts the scheduler's store reads (tests: it must sleep
+	// between due times, not poll).
+	rounds atomic.Int64
 }
 
 // transientDelayedID marks the ids given to transient exchanges.
@@ -82,14 +85,20 @@ func (d *delayedState) signal() {
 
 // noteDue tells the scheduler of a message due at due, now durable.
 func (d *delayedState) noteDue(due int64) {
+	if d.lower(due) {
+		d.signal()
+	}
+}
+
+// lower sets next to due if that is earlier, and reports whether it did.
+func (d *delayedState) lower(due int64) bool {
 	for {
 		cur := d.next.Load()
 		if due >= cur {
-			return
+			return false
 		}
 		if d.next.CompareAndSwap(cur, due) {
-			d.signal()
-			return
+			return true
 		}
 	}
 }
@@ -280,12 +289,14 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 		}
 		// Completions from here on lower next and wake us.
 		d.next.Store(math.MaxInt64)
+		d.rounds.Add(1)
 		next, err := b.fireDue(st, chans, stop)
 		if err != nil {
 			b.log.Error("routing delayed messages", zap.Error(err))
 			next = time.Now().UnixMilli() + 1000
 		}
-		d.noteDue(next)
+		// Without a signal: the scheduler itself sleeps towards it.
+		d.lower(next)
 		wait := time.Duration(d.next.Load()-time.Now().UnixMilli()) * time.Millisecond
 		if d.next.Load() == math.MaxInt64 {
 			wait = time.Hour

@@ -279,3 +279,21 @@ func TestDelayedMandatory(t *testing.T) {
 	default:
 	}
 }
+
+// TestDelayedSchedulerSleeps: with only far-off messages waiting, the
+// scheduler sleeps until their time instead of reading the store again
+// and again.
+func TestDelayedSchedulerSleeps(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	if err := ch.ExchangeDeclare("dx", "x-delayed-message", false, false, false, false, amqp091.Table{"x-delayed-type": "direct"}); err != nil {
+		t.Fatal(err)
+	}
+	publishDelay(t, ch, "dx", "k", false, int32(3_600_000), "in-an-hour")
+	waitFor(t, "the message is delayed", func() bool { return delayedCount(t, s, "dx") == 1 })
+	before := s.DelayedRounds()
+	time.Sleep(300 * time.Millisecond)
+	if n := s.DelayedRounds() - before; n > 2 {
+		t.Fatalf("the scheduler read the store %d times in 300 ms with nothing due", n)
+	}
+}
