@@ -59,6 +59,12 @@ func (ch *channel) routeBatched(ex *exchangeEntity, mandatory bool, msg *queue.M
 	b := &c.batch
 	xc := ch.stats.exchange(ex)
 	xc.in.Add(1)
+	if ex.plug != nil {
+		if handled, _ := ch.plugPublish(ex, mandatory, msg, confirmSeq); handled {
+			c.flushRoutes()
+			return false
+		}
+	}
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		c.flushRoutes()
 		ch.routeReply(mandatory, msg)

@@ -256,6 +256,9 @@ type Broker struct {
 	pagerMu      sync.Mutex
 	pagersClosed bool
 	pagers       sync.WaitGroup
+
+	// delayed is the delayed-message scheduler's state (delayed.go).
+	delayed delayedState
 }
 
 // New returns a broker with the default user and vhost. It does no I/O.
@@ -285,6 +288,7 @@ func New(cfg Config) (*Broker, error) {
 	u.setPermission(cfg.DefaultVHost, permission{configure: ".*", write: ".*", read: ".*", storeID: 1})
 	b.users[cfg.DefaultUser] = u
 	b.lastID[store.KindVHost], b.lastID[store.KindUser], b.lastID[store.KindPermission] = 1, 1, 1
+	b.delayed.wake = make(chan struct{}, 1)
 	b.defLog = localDefinitionLog{b}
 	if cfg.DefinitionLog != nil {
 		b.defLog = cfg.DefinitionLog(b)
@@ -370,6 +374,7 @@ func (b *Broker) Serve(ctx context.Context) error {
 	monStop := make(chan struct{})
 	wg.Go(func() { b.monitorResources(monStop) })
 	wg.Go(func() { b.monitorConsumerTimeouts(monStop) })
+	wg.Go(func() { b.runDelayed(monStop) })
 	defer func() {
 		close(monStop)
 		wg.Wait()

@@ -46,8 +46,8 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 	// RabbitMQ's order (rabbit_channel): the type, the default exchange,
 	// then the reserved prefix, which only stops creation (an existing
 	// amq.* exchange may be redeclared), then equivalence.
-	if _, ok := exchange.ParseKind(m.Type); !ok {
-		return amqp.Errorf(amqp.CommandInvalid, cls, mth, "unknown exchange type '%s'", m.Type)
+	if _, err := parseExchangeType(m.Type, m.Arguments, cls, mth); err != nil {
+		return err
 	}
 	if m.Exchange == "" {
 		return accessRefusedDefault(cls, mth)
@@ -83,11 +83,11 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 // may differ.
 var exchangeEquivalenceArgs = []string{"alternate-exchange"}
 
-func equivalentExchange(ex *exchangeEntity, kind exchange.Kind, m *amqp.ExchangeDeclare, vhost string) error {
+func equivalentExchange(ex *exchangeEntity, m *amqp.ExchangeDeclare, vhost string) error {
 	const cls, mth = amqp.ClassExchange, 10
 	switch {
-	case ex.kind != kind:
-		return inequivalent("exchange", "type", ex.name, vhost, m.Type, ex.kind.String(), cls, mth)
+	case ex.typeName() != m.Type:
+		return inequivalent("exchange", "type", ex.name, vhost, m.Type, ex.typeName(), cls, mth)
 	case ex.durable != m.Durable:
 		return inequivalent("exchange", "durable", ex.name, vhost, m.Durable, ex.durable, cls, mth)
 	case ex.autoDelete != m.AutoDelete:
@@ -258,7 +258,15 @@ func (ch *channel) exchangeBind(dest, src, key string, args amqp.Table, noWait, 
 	return nil
 }
 
-func validateBindArgs(s *exchangeEntity, args amqp.Table, cls, mth uint16) error {
+func validateBindArgs(s *exchangeEntity, key string, args amqp.Table, bind bool, cls, mth uint16) error {
+	if s.kind == exchange.ConsistentHash && bind {
+		// The consistent-hash plugin's validate_binding: the key is a weight.
+		if exchange.ValidateHashWeight(key) != nil {
+			return amqp.Errorf(amqp.PreconditionFailed, cls, mth,
+				"The binding key of a consistent-hash exchange must be an integer weight from 1 to %d: '%s'", exchange.MaxHashWeight, key)
+		}
+		return nil
+	}
 	if s.kind != exchange.Headers {
 		return nil
 	}

@@ -234,16 +234,16 @@ func (b *Broker) applyDeclareExchange(c *defCmd) DefResult {
 	if err != nil {
 		return DefResult{err: err}
 	}
-	kind, ok := exchange.ParseKind(c.Type)
-	if !ok {
-		return DefResult{err: amqp.Errorf(amqp.CommandInvalid, cls, mth, "unknown exchange type '%s'", c.Type)}
-	}
 	args := decodeArgs(c.Args)
+	xt, err := parseExchangeType(c.Type, args, cls, mth)
+	if err != nil {
+		return DefResult{err: err}
+	}
 	v.mu.RLock()
 	if ex := v.exchanges[c.Name]; ex != nil {
 		m := &amqp.ExchangeDeclare{Exchange: c.Name, Type: c.Type, Durable: c.Durable, AutoDelete: c.AutoDelete,
 			Internal: c.Internal, Arguments: args}
-		err := equivalentExchange(ex, kind, m, v.name)
+		err := equivalentExchange(ex, m, v.name)
 		v.mu.RUnlock()
 		return DefResult{id: ex.storeID, existed: true, v: v, err: err}
 	}
@@ -260,12 +260,13 @@ func (b *Broker) applyDeclareExchange(c *defCmd) DefResult {
 	}
 	ex := &exchangeEntity{
 		name:       c.Name,
-		kind:       kind,
+		kind:       xt.kind,
+		plug:       xt.plug,
 		durable:    c.Durable,
 		autoDelete: c.AutoDelete,
 		internal:   c.Internal,
 		args:       args,
-		router:     exchange.NewRouter(kind),
+		router:     exchange.NewRouter(xt.kind),
 		alternate:  v.alternateFor(c.Name, args),
 	}
 	v.mu.RUnlock()
@@ -277,6 +278,7 @@ func (b *Broker) applyDeclareExchange(c *defCmd) DefResult {
 		}
 		b.takeID(store.KindExchange, ex.storeID)
 	}
+	b.attachDelayed(v, ex)
 	v.mu.Lock()
 	v.exchanges[c.Name] = ex
 	v.mu.Unlock()
@@ -482,7 +484,7 @@ func (b *Broker) applyBind(c *defCmd) DefResult {
 		}
 		durable = ex.durable && qe.durable
 	}
-	if err := validateBindArgs(ex, args, cls, mth); err != nil {
+	if err := validateBindArgs(ex, c.Key, args, bind, cls, mth); err != nil {
 		v.mu.RUnlock()
 		return DefResult{err: err}
 	}

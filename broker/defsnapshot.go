@@ -223,7 +223,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 		if err != nil {
 			return err
 		}
-		s.Exchanges = append(s.Exchanges, snapExchange{Name: ex.name, VHost: v.name, Type: ex.kind.String(),
+		s.Exchanges = append(s.Exchanges, snapExchange{Name: ex.name, VHost: v.name, Type: ex.typeName(),
 			Durable: ex.durable, AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: amqp.TableJSON(ex.args),
 			RawArgs: raw, ID: ex.storeID})
 	}

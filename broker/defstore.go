@@ -50,7 +50,7 @@ func storeError(what string, err error, cls, mth uint16) error {
 
 // exchangeRecord is the store record of ex, a durable exchange of v.
 func exchangeRecord(v *vhost, ex *exchangeEntity, args []byte) *store.Exchange {
-	return &store.Exchange{ID: ex.storeID, VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: true,
+	return &store.Exchange{ID: ex.storeID, VHost: v.name, Name: ex.name, Type: ex.typeName(), Durable: true,
 		AutoDelete: ex.autoDelete, Internal: ex.internal, Args: args}
 }
 

@@ -59,7 +59,11 @@
 // nothing, and a queue, exchange or binding is visible only once stored.
 // conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
 // mgmtState.mu, chanStats.exMu (stats.go), alarms.mu, replyRegistry.mu and
-// Broker.pagerMu are leaf locks. At most one queueEntity.mu is held at a
+// Broker.pagerMu, delayedState.mu and dedupCache.mu (delayed.go,
+// dedup.go) are leaf locks. The delayed-message scheduler (runDelayed) is
+// one goroutine per broker, started and waited for by Serve; it reads and
+// deletes delayed messages with no lock held and routes them as a
+// publisher does. At most one queueEntity.mu is held at a
 // time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).

@@ -96,8 +96,12 @@ func (b *Broker) recover() error {
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.installDefinitionsLocked(defs, st.LastIDs(), true)
+	err = b.installDefinitionsLocked(defs, st.LastIDs(), true)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return b.recoverDelayed()
 }
 
 // installDefinitionsLocked replaces the definitions in memory with defs:
@@ -132,19 +136,20 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		if v == nil {
 			continue
 		}
-		kind, ok := exchange.ParseKind(ex.Type)
-		if !ok {
-			b.log.Warn("skipped exchange of unknown type", zap.String("exchange", ex.Name), zap.String("type", ex.Type))
+		xt, err := parseExchangeType(ex.Type, decodeArgs(ex.Args), amqp.ClassExchange, 10)
+		if err != nil {
+			b.log.Warn("skipped exchange of unknown type", zap.String("exchange", ex.Name), zap.String("type", ex.Type), zap.Error(err))
 			continue
 		}
 		e := &exchangeEntity{
-			name: ex.Name, kind: kind, durable: ex.Durable || recovering, autoDelete: ex.AutoDelete, internal: ex.Internal,
-			args: decodeArgs(ex.Args), router: exchange.NewRouter(kind),
+			name: ex.Name, kind: xt.kind, plug: xt.plug, durable: ex.Durable || recovering, autoDelete: ex.AutoDelete, internal: ex.Internal,
+			args: decodeArgs(ex.Args), router: exchange.NewRouter(xt.kind),
 			alternate: v.alternateFor(ex.Name, decodeArgs(ex.Args)),
 		}
 		if e.durable {
 			e.storeID = ex.ID
 		}
+		b.attachDelayed(v, e)
 		v.exchanges[ex.Name] = e
 	}
 	for _, q := range defs.Queues {

@@ -34,3 +34,7 @@ func (b *Broker) OutboundHeld(id uint64) bool {
 	}
 	return false
 }
+
+// DelayedRounds is how many times the delayed-message scheduler has read
+// the store.
+func (b *Broker) DelayedRounds() int64 { return b.delayed.rounds.Load() }

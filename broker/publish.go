@@ -229,6 +229,11 @@ func (ch *channel) finishPublish() error {
 func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message, confirmSeq uint64) bool {
 	xc := ch.stats.exchange(ex)
 	xc.in.Add(1)
+	if ex.plug != nil {
+		if handled, routed := ch.plugPublish(ex, mandatory, msg, confirmSeq); handled {
+			return routed
+		}
+	}
 	if ex.name == "" && isReplyName(msg.RoutingKey) {
 		return ch.routeReply(mandatory, msg)
 	}
@@ -263,6 +268,7 @@ func (ch *channel) resolve(ex *exchangeEntity, msg *queue.Message) ([]*queueEnti
 		return nil, msg, false
 	}
 	hdrs := func() amqp.Table { return headersOf(msg.Header) }
+	ch.routing.header = msg.Header
 	targets := v.routeLocked(ex, msg.RoutingKey, hdrs, ch.targets[:0], &ch.routing)
 	if extra, header := senderSelected(msg.Header); extra != nil {
 		for _, k := range extra {
@@ -273,6 +279,7 @@ func (ch *channel) resolve(ex *exchangeEntity, msg *queue.Message) ([]*queueEnti
 		}
 	}
 	v.mu.RUnlock()
+	ch.routing.header = nil
 	return targets, msg, true
 }
 

@@ -78,6 +78,11 @@ type ExchangeInfo struct {
 	// PublishIn counts the messages published to the exchange,
 	// PublishOut those it routed to at least one queue.
 	PublishIn, PublishOut uint64
+	// Delayed is the number of messages waiting in a delayed exchange.
+	Delayed int64
+	// DedupCached is the number of entries in a deduplicating exchange's
+	// cache (-1 for an exchange that does not deduplicate).
+	DedupCached int
 }
 
 // BindingInfo describes a binding. The default exchange's implicit
@@ -276,11 +281,15 @@ func (b *Broker) Queue(vhostName, name string) (QueueInfo, error) {
 
 func exchangeInfo(v *vhost, ex *exchangeEntity, counts map[exKey][2]uint64) ExchangeInfo {
 	c := counts[exKey{v.name, ex.name}]
-	return ExchangeInfo{
-		VHost: v.name, Name: ex.name, Type: ex.kind.String(), Durable: ex.durable,
+	xi := ExchangeInfo{
+		VHost: v.name, Name: ex.name, Type: ex.typeName(), Durable: ex.durable,
 		AutoDelete: ex.autoDelete, Internal: ex.internal, Arguments: maps.Clone(ex.args),
-		PublishIn: c[0], PublishOut: c[1],
+		PublishIn: c[0], PublishOut: c[1], Delayed: ex.delayedCount(), DedupCached: -1,
 	}
+	if ex.plug != nil && ex.plug.dedup != nil {
+		xi.DedupCached = ex.plug.dedup.len()
+	}
+	return xi
 }
 
 // Exchanges lists the exchanges of a vhost (every vhost when empty), by

@@ -48,6 +48,9 @@ type exchangeEntity struct {
 	// fanout caches the destinations of a fanout exchange resolved to
 	// entities, for the router version it was made at (routeLocked).
 	fanout atomic.Pointer[fanoutTargets]
+	// plug holds the delayed, hash and deduplication features (nil for
+	// none; exchange_plug.go).
+	plug *exchangePlug
 }
 
 // fanoutTargets is what a fanout exchange routes every message to: its
@@ -251,6 +254,9 @@ func (v *vhost) routeLocked(ex *exchangeEntity, key string, headers func() amqp.
 		rk := key
 		if len(e.args) > 0 {
 			rk = superStreamKey(e, key)
+			if e.plug.hashOn() {
+				rk = e.plug.hashValue(headers, rs.header)
+			}
 		}
 		ds := e.router.Route(rk, hdrs, rs.dests[:0])
 		if len(ds) == 0 {
@@ -301,6 +307,9 @@ type routeScratch struct {
 	// out is looked up there, not scanned.
 	qSet    map[*queueEntity]struct{}
 	indexed int
+	// header is the content header of the message being routed, when the
+	// caller has it (for a consistent-hash exchange's hash-property).
+	header []byte
 }
 
 // smallSet is the size up to which a set is a slice scanned in full:
@@ -418,5 +427,6 @@ func (v *vhost) autoDeleteLocked(e *exchangeEntity) {
 // memory (see removeDestinationLocked). Hold v.mu (write).
 func (v *vhost) deleteExchangeLocked(e *exchangeEntity) {
 	delete(v.exchanges, e.name)
+	v.b.detachDelayed(e)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name}, true)
 }

@@ -22,6 +22,9 @@
 //     empty key "" has no words at all, as RabbitMQ's split_topic_key(<<>>) -> [] has it: ""
 //     is matched by "", "#" and "#.#", not by "*".
 //   - headers: see ValidateHeadersArgs and the x-match modes all, any, all-with-x, any-with-x.
+//   - x-consistent-hash and x-modulus-hash (RabbitMQ's consistent-hash plugin and 4.3's
+//     modulus-hash type): one destination per message, by a hash of the key
+//     (consistenthash.go). ParseType knows them; ParseKind only the four AMQP types.
 //
 // A binding is identified by its destination, its key and its arguments (table equality), as
 // in RabbitMQ; two bindings that differ only in key or arguments are distinct even for fanout

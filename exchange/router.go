@@ -72,7 +72,7 @@ type Router interface {
 }
 
 // NewRouter returns an empty Router for exchanges of kind k, or nil if k is not one of
-// Direct, Fanout, Topic and Headers.
+// Direct, Fanout, Topic, Headers, ConsistentHash and ModulusHash.
 func NewRouter(k Kind) Router {
 	var idx index
 	switch k {
@@ -84,6 +84,10 @@ func NewRouter(k Kind) Router {
 		idx = &topicIndex{}
 	case Headers:
 		idx = &headersIndex{}
+	case ConsistentHash:
+		idx = &hashIndex{consistent: true}
+	case ModulusHash:
+		idx = &hashIndex{}
 	default:
 		return nil
 	}

@@ -69,6 +69,8 @@
 //	'r' logID(8) 'e' index(8) 'b' i(4)  chunk i of that entry's data, when over 4 MiB
 //	'r' logID(8) 'v' key            value key of that log (Raft's term and vote; up to
 //	                                245 bytes of key)
+//	'w' due(8) seq(8) exchangeID(8) delayed message due at unix ms due (delayed.go)
+//	'w' ... exchangeID(8) 'b' i(4)  chunk i of its body, when over 4 MiB
 //
 // kind is Kind: 1 vhost, 2 user, 3 permission, 4 exchange, 5 queue, 6 binding, 7 policy,
 // 8 topic permission, 9 global parameter.
@@ -124,6 +126,8 @@
 //	                          length, uvarint chunk length, the data in chunk records
 //	log value                 the value's bytes (the whole payload), chunked the same
 //	                          way over 4 MiB
+//	delayed message           str vhost, str exchange, str routing key, bytes content
+//	                          header, body (the rest; chunked like a log entry over 4 MiB)
 //	vhost                     str name, str description, strs tags,
 //	                          uvarint n, n × (str key, int value) limits sorted by key
 //	user                      str name, bytes password hash, str hash algorithm, strs tags

@@ -118,13 +118,18 @@ func exchangeTypes() []item {
 		"fanout":  "AMQP fanout exchange, as per the AMQP specification",
 		"headers": "AMQP headers exchange, as per the AMQP specification",
 		"topic":   "AMQP topic exchange, as per the AMQP specification",
+
+		"x-consistent-hash": "Consistent Hashing Exchange",
+		"x-modulus-hash":    "Modulus Hashing Exchange",
+		"x-delayed-message": "Delayed Message Exchange",
 	}
 	var out []item
-	for _, name := range []string{"direct", "fanout", "headers", "topic"} {
-		if _, ok := exchange.ParseKind(name); ok {
+	for _, name := range []string{"direct", "fanout", "headers", "topic", "x-consistent-hash", "x-modulus-hash"} {
+		if _, ok := exchange.ParseType(name); ok {
 			out = append(out, item{"name": name, "description": descs[name], "enabled": true})
 		}
 	}
+	out = append(out, item{"name": "x-delayed-message", "description": descs["x-delayed-message"], "enabled": true})
 	return out
 }
 

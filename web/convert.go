@@ -223,7 +223,7 @@ func (s *Server) exchangeJSON(x broker.ExchangeInfo, rs ranges) item {
 	if x.Name != "" { // policies do not apply to the default exchange
 		pol, _, _ = s.b.PolicyMatch(x.VHost, x.Name, false)
 	}
-	return item{
+	it := item{
 		"name":                      x.Name,
 		"vhost":                     x.VHost,
 		"type":                      x.Type,
@@ -235,6 +235,14 @@ func (s *Server) exchangeJSON(x broker.ExchangeInfo, rs ranges) item {
 		"user_who_performed_action": "rmq-internal",
 		"message_stats":             messageStats(s.rates.view(exchangeKey(x), rs), exchangeValues(x), exchangeMsgFields),
 	}
+	if x.Type == "x-delayed-message" || x.Delayed > 0 || x.Arguments["x-delayed-exchange"] == true {
+		// As the delayed-message exchange plugin reports it.
+		it["messages_delayed"] = x.Delayed
+	}
+	if x.DedupCached >= 0 {
+		it["deduplication_cache_size"] = x.DedupCached
+	}
+	return it
 }
 
 // propertiesKey is RabbitMQ's identifier of a binding within its source

@@ -1,0 +1,403 @@
+package broker
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/store"
+)
+
+// Delayed messages: the delayed-message exchange plugin's interface (type
+// x-delayed-message, routing as its x-delayed-type says) and LavinMQ's
+// (x-delayed-exchange=true on any exchange). A message published to such
+// an exchange with a positive integer x-delay header (milliseconds) is not
+// routed at once: it goes to the store under a key ordered by due time
+// (store/delayed.go) and its publisher confirm comes once it is durable.
+// One scheduler goroutine per broker (runDelayed) sleeps until the
+// earliest due time, reads what is due from the store in key order, a
+// batch at a time, routes it through the exchange as a publish made then
+// (its type, bindings, alternate exchange, the queues' TTLs and limits),
+// and deletes it. Nothing per message stays in memory: bodies are on disk,
+// a batch of at most delayedBatch messages is in RAM while it is routed.
+//
+// mandatory cannot be answered at publish time: Warren accepts the message
+// (no basic.return); at its due time a message no queue takes goes to the
+// exchange's alternate exchange if it has one, else it is dropped.
+// Deleting the exchange drops its delayed messages (and a new exchange of
+// the same name does not get them): each delayed exchange has an id (its
+// definition id, or one from a counter with the top bit set for a
+// transient exchange) that is part of the key, and the scheduler sweeps
+// the keys of exchanges that are gone. Without a store, delayed exchanges
+// route at once.
+
+// delayedBatch is how many due messages the scheduler routes per store
+// read.
+const delayedBatch = 512
+
+// delayedExchange is the delayed part of an exchange.
+type delayedExchange struct {
+	// waiting counts its delayed messages (management API).
+	waiting atomic.Int64
+}
+
+// delayedRef finds a delayed exchange by its id.
+type delayedRef struct {
+	v  *vhost
+	ex *exchangeEntity
+}
+
+// delayedState is the broker's scheduler state.
+type delayedState struct {
+	// mu guards byID and transient (a leaf lock).
+	mu        sync.Mutex
+	byID      map[uint64]delayedRef
+	transient uint64
+	// seq orders messages of one due time.
+	seq atomic.Uint64
+	// next is the earliest due time the scheduler sleeps towards
+	// (math.MaxInt64 when none); a store completion with an earlier one
+	// lowers it and wakes the scheduler.
+	next atomic.Int64
+	// wake has room for one signal.
+	wake chan struct{}
+	// sweep asks the scheduler to delete the messages of deleted exchanges.
+	sweep atomic.Bool
+	// rounds counts the scheduler's store reads (tests: it must sleep
+	// between due times, not poll).
+	rounds atomic.Int64
+}
+
+// transientDelayedID marks the ids given to transient exchanges.
+const transientDelayedID = 1 << 63
+
+func (d *delayedState) signal() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noteDue tells the scheduler of a message due at due, now durable.
+func (d *delayedState) noteDue(due int64) {
+	if d.lower(due) {
+		d.signal()
+	}
+}
+
+// lower sets next to due if that is earlier, and reports whether it did.
+func (d *delayedState) lower(due int64) bool {
+	for {
+		cur := d.next.Load()
+		if due >= cur {
+			return false
+		}
+		if d.next.CompareAndSwap(cur, due) {
+			return true
+		}
+	}
+}
+
+// attachDelayed gives a new delayed exchange its id. Call before ex is
+// visible, after its storeID is set.
+func (b *Broker) attachDelayed(v *vhost, ex *exchangeEntity) {
+	if ex.plug == nil || (ex.plug.delay == nil && ex.plug.dedup == nil) {
+		return
+	}
+	d := &b.delayed
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byID == nil {
+		d.byID = make(map[uint64]delayedRef)
+	}
+	id := ex.storeID
+	if !ex.durable || id == 0 {
+		d.transient++
+		id = transientDelayedID | d.transient
+	}
+	ex.plug.id = id
+	if ex.plug.dedup != nil {
+		ex.plug.dedup.id = id
+	}
+	d.byID[id] = delayedRef{v: v, ex: ex}
+}
+
+// detachDelayed forgets a deleted delayed exchange; the scheduler deletes
+// its messages.
+func (b *Broker) detachDelayed(ex *exchangeEntity) {
+	if ex.plug == nil || (ex.plug.delay == nil && ex.plug.dedup == nil) {
+		return
+	}
+	d := &b.delayed
+	d.mu.Lock()
+	if r, ok := d.byID[ex.plug.id]; ok && r.ex == ex {
+		delete(d.byID, ex.plug.id)
+	}
+	d.mu.Unlock()
+	if ex.plug.delay != nil {
+		ex.plug.delay.waiting.Store(0)
+	}
+	d.sweep.Store(true)
+	if d.wake != nil {
+		d.signal()
+	}
+}
+
+// delayOf reads the x-delay header: a positive integer, else false.
+func delayOf(header []byte) (int64, bool) {
+	if len(header) < 14 || header[12]&byte(amqp.FlagHeaders>>8) == 0 {
+		return 0, false
+	}
+	v, ok := headersOf(header)[headerDelay]
+	if !ok {
+		return 0, false
+	}
+	d, ok := argInt(v)
+	if !ok {
+		if u, isU := v.(uint64); isU {
+			d, ok = int64(min(u, math.MaxInt64)), true
+		}
+	}
+	return d, ok && d > 0
+}
+
+// delayPublish stores msg, published to delayed exchange ex, for later
+// when it has a positive x-delay, and reports whether it did. A non-zero
+// confirmSeq is held until the message is durable.
+func (ch *channel) delayPublish(ex *exchangeEntity, msg *queue.Message, confirmSeq uint64) bool {
+	b := ch.c.b
+	st := b.cfg.Store
+	if st == nil {
+		return false
+	}
+	delay, ok := delayOf(msg.Header)
+	if !ok {
+		return false
+	}
+	de := ex.plug.delay
+	now := time.Now().UnixMilli()
+	due := now + delay
+	if delay > math.MaxInt64-now {
+		due = math.MaxInt64 >> 1
+	}
+	m := &store.Delayed{
+		Key:   store.DelayedKey{Due: due, Seq: b.delayed.seq.Add(1), Exchange: ex.plug.id},
+		VHost: ch.c.vhost.name, Exchange: ex.name, RoutingKey: msg.RoutingKey,
+		Header: msg.Header, Body: msg.Body,
+	}
+	if confirmSeq != 0 {
+		ch.confirms.hold(confirmSeq)
+	}
+	st.AppendDelayed(m, func(err error) {
+		if err == nil {
+			de.waiting.Add(1)
+			b.delayed.noteDue(due)
+		}
+		if confirmSeq != 0 {
+			ch.journaled(confirmSeq, err)
+		}
+	})
+	return true
+}
+
+// recoverDelayed counts the stored delayed messages of each delayed
+// exchange, deletes those of exchanges that are gone, and sets the
+// sequence past the highest stored. Call after the definitions are
+// installed, before serving.
+func (b *Broker) recoverDelayed() error {
+	st := b.cfg.Store
+	if st == nil {
+		return nil
+	}
+	d := &b.delayed
+	var maxSeq uint64
+	orphans := 0
+	err := st.DelayedKeys(func(k store.DelayedKey) {
+		maxSeq = max(maxSeq, k.Seq)
+		d.mu.Lock()
+		r, ok := d.byID[k.Exchange]
+		d.mu.Unlock()
+		if ok && r.ex.plug.delay != nil {
+			r.ex.plug.delay.waiting.Add(1)
+		} else if !ok {
+			orphans++
+		}
+	})
+	if err != nil {
+		return err
+	}
+	d.seq.Store(maxSeq)
+	d.mu.Lock()
+	var caches []*dedupCache
+	for _, r := range d.byID {
+		if r.ex.plug.dedup != nil {
+			caches = append(caches, r.ex.plug.dedup)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range caches {
+		if err := b.loadDedup(c); err != nil {
+			return err
+		}
+	}
+	if err := st.DropDedup(b.delayedGone); err != nil {
+		return err
+	}
+	if orphans > 0 {
+		n, err := st.DropDelayed(b.delayedGone)
+		if err != nil {
+			return err
+		}
+		b.log.Info("dropped delayed messages of exchanges that are gone", zap.Int("messages", n))
+	}
+	return nil
+}
+
+// delayedGone reports whether no delayed exchange has id.
+func (b *Broker) delayedGone(id uint64) bool {
+	d := &b.delayed
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.byID[id]
+	return !ok
+}
+
+// runDelayed is the scheduler: it routes delayed messages when they are
+// due until stop is closed. Started and waited for by Serve.
+func (b *Broker) runDelayed(stop <-chan struct{}) {
+	st := b.cfg.Store
+	if st == nil {
+		return
+	}
+	d := &b.delayed
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	chans := make(map[*vhost]*channel)
+	for {
+		if d.sweep.Swap(false) {
+			if _, err := st.DropDelayed(b.delayedGone); err != nil {
+				b.log.Error("deleting delayed messages of deleted exchanges", zap.Error(err))
+			}
+			if err := st.DropDedup(b.delayedGone); err != nil {
+				b.log.Error("deleting deduplication caches of deleted exchanges", zap.Error(err))
+			}
+		}
+		// Completions from here on lower next and wake us.
+		d.next.Store(math.MaxInt64)
+		d.rounds.Add(1)
+		next, err := b.fireDue(st, chans, stop)
+		if err != nil {
+			b.log.Error("routing delayed messages", zap.Error(err))
+			next = time.Now().UnixMilli() + 1000
+		}
+		// Without a signal: the scheduler itself sleeps towards it.
+		d.lower(next)
+		wait := time.Duration(d.next.Load()-time.Now().UnixMilli()) * time.Millisecond
+		if d.next.Load() == math.MaxInt64 {
+			wait = time.Hour
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-stop:
+			return
+		case <-d.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// fireDue routes every delayed message due by now, in due order, and
+// returns the due time of the next one (math.MaxInt64 for none).
+func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan struct{}) (int64, error) {
+	batch := make([]*store.Delayed, 0, delayedBatch)
+	for {
+		select {
+		case <-stop:
+			return math.MaxInt64, nil
+		default:
+		}
+		batch = batch[:0]
+		now := time.Now().UnixMilli()
+		err := st.DueDelayed(now, delayedBatch, func(m *store.Delayed) error {
+			batch = append(batch, m)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range batch {
+			b.fireDelayed(m, chans)
+		}
+		if err := st.RemoveDelayed(batch); err != nil {
+			return 0, err
+		}
+		clear(batch)
+		if len(batch) < delayedBatch {
+			break
+		}
+	}
+	k, ok, err := st.NextDelayed()
+	if err != nil || !ok {
+		return math.MaxInt64, err
+	}
+	return k.Due, nil
+}
+
+// fireDelayed routes one due message through its exchange, if that
+// exchange is still there.
+func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
+	d := &b.delayed
+	d.mu.Lock()
+	r, ok := d.byID[m.Key.Exchange]
+	d.mu.Unlock()
+	if !ok || r.ex.plug.delay == nil {
+		return
+	}
+	r.ex.plug.delay.waiting.Add(-1)
+	if b.vhost(r.v.name) != r.v {
+		return
+	}
+	ch := chans[r.v]
+	if ch == nil {
+		var err error
+		if ch, err = b.mgmtChannel(r.v.name, ""); err != nil {
+			return
+		}
+		chans[r.v] = ch
+	}
+	mode, prio := peekModePriority(m.Header)
+	msg := &queue.Message{
+		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Header: m.Header, Body: m.Body,
+		Persistent: mode == 2, Priority: prio,
+	}
+	targets, msg, ok := ch.resolve(r.ex, msg)
+	if !ok {
+		return
+	}
+	routed, _ := ch.deliverTo(targets, msg, 0)
+	clear(targets)
+	ch.targets = targets[:0]
+	if !routed {
+		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
+	}
+}
+
+// DelayedCount is the number of messages waiting in a delayed exchange
+// (0 for another exchange).
+func (e *exchangeEntity) delayedCount() int64 {
+	if e.plug == nil || e.plug.delay == nil {
+		return 0
+	}
+	return e.plug.delay.waiting.Load()
+}
