@@ -217,6 +217,13 @@ type Broker struct {
 	lastID [16]uint64
 	// defLog orders definition commands (defcmd.go).
 	defLog DefinitionLog
+	// defIndex is the log index of the command being applied by
+	// ApplyDefinitionAt (0 otherwise), recorded with its store write;
+	// storedApplied is the index the store held at recovery (or the last
+	// snapshot restored): the commands up to it are in the stored
+	// definitions already and are skipped (defreplication.go).
+	defIndex      atomic.Uint64
+	storedApplied atomic.Uint64
 	// connIDs finds a connection by its id (mu), for the owner of an
 	// exclusive queue.
 	connIDs map[uint64]*conn

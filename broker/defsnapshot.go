@@ -260,6 +260,13 @@ func (s *snapshotDefs) sort() {
 // store that holds no definitions yet.
 func (b *Broker) RestoreDefinitions(snap []byte) error {
 	b.recoverOnce.Do(func() {})
+	return b.restoreDefinitions(snap, 0, nil)
+}
+
+// restoreDefinitions is RestoreDefinitions that also deletes the store
+// records dels and records index as the last command applied, in the
+// snapshot's store write.
+func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefRef) error {
 	var s snapshotDefs
 	if err := json.Unmarshal(snap, &s); err != nil {
 		return fmt.Errorf("broker: reading a definitions snapshot: %w", err)
@@ -312,11 +319,17 @@ func (b *Broker) RestoreDefinitions(snap []byte) error {
 	}
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
-	if err := b.storeDefs(snapshotRecords(defs), nil); err != nil {
+	if dels != nil {
+		dels = staleRecords(dels, snapshotRecords(defs))
+	}
+	b.defIndex.Store(index)
+	err := b.storeDefs(snapshotRecords(defs), dels)
+	b.defIndex.Store(0)
+	if err != nil {
 		return fmt.Errorf("broker: storing a definitions snapshot: %w", err)
 	}
 	b.mu.Lock()
-	err := b.installDefinitionsLocked(defs, lastIDs, false)
+	err = b.installDefinitionsLocked(defs, lastIDs, false)
 	b.mu.Unlock()
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func (b *Broker) takeID(kind store.Kind, id uint64) {
 // made in memory only once it is stored, so a failed write changes nothing.
 func (b *Broker) storeDefs(puts []any, dels []store.DefRef) error {
 	if st := b.cfg.Store; st != nil && (len(puts) > 0 || len(dels) > 0) {
-		return st.Update(puts, dels)
+		return st.UpdateApplied(b.defIndex.Load(), puts, dels)
 	}
 	return nil
 }

@@ -85,6 +85,11 @@ func (b *Broker) recover() error {
 	if defs.Corrupt > 0 {
 		b.log.Warn("skipped corrupt definition records", zap.Int("count", defs.Corrupt))
 	}
+	applied, err := st.DefinitionsApplied()
+	if err != nil {
+		return fmt.Errorf("broker: loading definitions: %w", err)
+	}
+	b.storedApplied.Store(applied)
 	if len(defs.VHosts) == 0 && len(defs.Users) == 0 {
 		b.defMu.Lock()
 		for k, id := range st.LastIDs() {

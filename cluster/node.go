@@ -26,6 +26,9 @@ const (
 	streamRaft = 'R'
 	// streamLink carries the node-to-node broker link: 'L'.
 	streamLink = 'L'
+	// streamMeta carries one request of the metadata group (raftrpc.go):
+	// a forwarded proposal, a join or removal, a node's status: 'M'.
+	streamMeta = 'M'
 )
 
 var (
@@ -60,6 +63,7 @@ type Node struct {
 	pending map[net.Conn]struct{}
 	groups  map[uint64]*streamLayer
 	link    LinkHandler
+	meta    LinkHandler
 	// refusals: when each refusal was last logged at Warn (refused)
 	refusals map[string]time.Time
 }
@@ -519,10 +523,13 @@ func (n *Node) serveStream(s *session, st *yamux.Stream) {
 		case <-n.done:
 			st.Close()
 		}
-	case streamLink:
+	case streamLink, streamMeta:
 		_ = st.SetReadDeadline(time.Time{})
 		n.mu.Lock()
 		h := n.link
+		if kind[0] == streamMeta {
+			h = n.meta
+		}
 		n.mu.Unlock()
 		if h != nil {
 			h(s.name, st)
