@@ -109,6 +109,9 @@ type Config struct {
 	// commands, given the broker they apply to (a cluster's metadata
 	// group). Nil: the broker applies each command at once.
 	DefinitionLog func(DefinitionMachine) DefinitionLog
+	// Cluster, when set, is the cluster the node is in, for the
+	// management API (clusterview.go).
+	Cluster ClusterView
 	// PagingRatio is the fraction of the memory high watermark above
 	// which the broker is under memory pressure and pages transient
 	// messages out too (default 0.5, RabbitMQ's

@@ -27,11 +27,14 @@ import (
 const MetadataGroup = 0
 
 var (
-	// ErrNoQuorum is returned for a proposal that was not confirmed in
-	// time: no leader could be reached, or the change did not commit; this
-	// node is in a minority or the cluster is electing a leader. The change
-	// may still be applied later.
-	ErrNoQuorum = errors.New("cluster: the metadata store has no quorum: the change was not confirmed in time (this node cannot reach a majority of the cluster, or a leader election is under way)")
+	// ErrNoQuorum is returned for a proposal refused: within the propose
+	// timeout no leader took it (this node is in a minority, or the cluster
+	// is electing a leader). The change has no effect.
+	ErrNoQuorum = errors.New("cluster: the metadata store has no quorum: the change was refused (this node cannot reach a majority of the cluster, or a leader election is under way)")
+	// ErrUnconfirmed is returned for a proposal a leader may have taken but
+	// that was not confirmed applied on this node in time (the leader was
+	// lost while committing it): it may or may not take effect.
+	ErrUnconfirmed = errors.New("cluster: the metadata store did not confirm the change in time: its outcome is unknown (the leader was lost while committing it)")
 	// ErrNotMember is returned by membership calls for a node the group
 	// does not have.
 	ErrNotMember = errors.New("cluster: no such node in the cluster")
@@ -274,6 +277,15 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	var last error
+	// maybe is set once an attempt may have reached a leader's log: the
+	// command may commit, so a failure is ErrUnconfirmed.
+	maybe := false
+	fail := func() error {
+		if maybe {
+			return fmt.Errorf("%w; last: %v", ErrUnconfirmed, last)
+		}
+		return l.noQuorum(last)
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			// Back off, unless the command applied meanwhile.
@@ -285,7 +297,7 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 			case <-pause.C:
 			case <-timer.C:
 				pause.Stop()
-				return broker.Applied{}, l.noQuorum(last)
+				return broker.Applied{}, fail()
 			case <-ctx.Done():
 				pause.Stop()
 				return broker.Applied{}, ctx.Err()
@@ -294,19 +306,23 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 				return broker.Applied{}, broker.ErrLogClosed
 			}
 		}
-		err := l.submit(env, time.Until(deadline))
+		err, sent := l.submit(env, time.Until(deadline))
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return broker.Applied{}, broker.ErrLogClosed
 		}
 		if err != nil {
 			last = err
+			if sent && !definitelyNotTaken(err) {
+				maybe = true
+			}
 			continue
 		}
 		select {
 		case a := <-ch:
 			return a, nil
 		case <-timer.C:
-			return broker.Applied{}, l.noQuorum(errors.New("committed, not yet applied on this node"))
+			maybe, last = true, errors.New("committed, not yet applied on this node")
+			return broker.Applied{}, fail()
 		case <-ctx.Done():
 			return broker.Applied{}, ctx.Err()
 		case <-l.done:
@@ -333,20 +349,36 @@ func (l *RaftLog) ProposeFunc(cmd []byte, done func(broker.Applied, error)) {
 }
 
 // submit hands env to the leader: raft's Apply on the leader, a forward
-// over an 'M' stream elsewhere. A nil error means committed.
-func (l *RaftLog) submit(env []byte, timeout time.Duration) error {
+// over an 'M' stream elsewhere. A nil error means committed; sent reports
+// that the command may have reached a leader.
+func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent bool) {
 	if timeout <= 0 {
-		return ErrNoQuorum
+		return ErrNoQuorum, false
 	}
 	if l.raft.State() == raft.Leader {
-		return l.raft.Apply(env, timeout).Error()
+		return l.raft.Apply(env, timeout).Error(), true
 	}
 	addr, _ := l.raft.LeaderWithID()
 	if addr == "" {
-		return errNoLeader
+		return errNoLeader, false
 	}
-	_, err := l.call(string(addr), metaPropose, env, timeout)
-	return err
+	_, sent, err = l.call(string(addr), metaPropose, env, timeout)
+	return err, sent
+}
+
+// definitelyNotTaken reports whether err (of a local Apply, or a leader's
+// answer) means the command was not appended to a leader's log.
+func definitelyNotTaken(err error) bool {
+	for _, e := range []error{raft.ErrNotLeader, raft.ErrEnqueueTimeout, raft.ErrLeadershipTransferInProgress, errNoLeader} {
+		if errors.Is(err, e) {
+			return true
+		}
+		var re *remoteError
+		if errors.As(err, &re) && re.msg == e.Error() {
+			return true
+		}
+	}
+	return false
 }
 
 var errNoLeader = errors.New("no leader known")

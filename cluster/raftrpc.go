@@ -35,25 +35,26 @@ const (
 // maxMetaPayload bounds a request or response.
 const maxMetaPayload = 64 << 20
 
-// call sends one request to the node at addr and returns its response.
-func (l *RaftLog) call(addr string, op byte, payload []byte, timeout time.Duration) ([]byte, error) {
+// call sends one request to the node at addr and returns its response;
+// sent reports that the request may have reached the node.
+func (l *RaftLog) call(addr string, op byte, payload []byte, timeout time.Duration) (resp []byte, sent bool, err error) {
 	conn, err := l.node.openStream(addr, timeout, []byte{streamMeta})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	if err := writeMetaFrame(conn, op, payload); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	status, resp, err := readMetaFrame(conn)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if status != 0 {
-		return nil, &remoteError{string(resp)}
+		return nil, true, &remoteError{string(resp)}
 	}
-	return resp, nil
+	return resp, true, nil
 }
 
 // remoteError is an error a peer answered with.
@@ -138,7 +139,7 @@ func (l *RaftLog) leaderDo(op byte, payload []byte, f func() error) error {
 	if addr == "" {
 		return errNoLeader
 	}
-	_, err := l.call(string(addr), op, payload, l.cfg.ProposeTimeout)
+	_, _, err := l.call(string(addr), op, payload, l.cfg.ProposeTimeout)
 	return err
 }
 
@@ -192,7 +193,7 @@ func (l *RaftLog) Join(ctx context.Context, seeds []string) error {
 			if seed == l.node.Addr() {
 				continue
 			}
-			_, err := l.call(seed, metaJoin, payload, l.cfg.ProposeTimeout)
+			_, _, err := l.call(seed, metaJoin, payload, l.cfg.ProposeTimeout)
 			if err == nil {
 				l.log.Info("joined the cluster", zap.String("seed", seed))
 				return nil
@@ -257,7 +258,7 @@ func (l *RaftLog) Status(timeout time.Duration) ([]Member, error) {
 		wg.Add(1)
 		go func(m *Member) {
 			defer wg.Done()
-			info, err := l.call(m.Addr, metaInfo, nil, timeout)
+			info, _, err := l.call(m.Addr, metaInfo, nil, timeout)
 			if err == nil {
 				m.Running, m.Info = true, info
 			}

@@ -181,3 +181,61 @@ func (c *clustered) close() {
 	}
 	_ = c.node.Close()
 }
+
+var (
+	_ broker.ClusterView       = (*clustered)(nil)
+	_ broker.ClusterMembership = (*clustered)(nil)
+)
+
+// NodeName implements broker.ClusterView.
+func (c *clustered) NodeName() string { return c.node.Name() }
+
+// ClusterNodes implements broker.ClusterView: the metadata group's members,
+// each asked for its status.
+func (c *clustered) ClusterNodes(ctx context.Context) ([]broker.ClusterNode, error) {
+	timeout := 2 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	ms, err := c.meta.Status(timeout)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]broker.ClusterNode, len(ms))
+	var down []string
+	for _, m := range ms {
+		if !m.Running {
+			down = append(down, m.Name)
+		}
+	}
+	for i, m := range ms {
+		n := broker.ClusterNode{Name: m.Name, Addr: m.Addr, Running: m.Running, MetadataLeader: m.Leader, Partitions: []string{}}
+		var info struct {
+			Uptime  int64  `json:"uptime"`
+			MemUsed uint64 `json:"mem_used"`
+		}
+		if m.Info != nil && json.Unmarshal(m.Info, &info) == nil {
+			n.Uptime, n.MemUsed = info.Uptime, info.MemUsed
+		}
+		if m.Name == c.node.Name() && down != nil {
+			n.Partitions = down
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// JoinCluster implements broker.ClusterMembership.
+func (c *clustered) JoinCluster(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.meta.Join(ctx, []string{addr})
+}
+
+// LeaveCluster implements broker.ClusterMembership.
+func (c *clustered) LeaveCluster(_ context.Context, name string) error {
+	if name == "" {
+		name = c.node.Name()
+	}
+	return c.meta.Remove(name)
+}

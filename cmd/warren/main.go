@@ -150,9 +150,11 @@ func runServer(cc *cli.Context) error {
 	}
 	var defLog func(broker.DefinitionMachine) broker.DefinitionLog
 	var defLogErr error
+	var view broker.ClusterView
 	if cl != nil {
 		defer cl.close()
 		defLog = cl.definitionLog(cc, st, &defLogErr)
+		view = cl
 	}
 	b, err := broker.New(broker.Config{
 		Store:          st,
@@ -184,6 +186,7 @@ func runServer(cc *cli.Context) error {
 		DataDir:                  cc.String("data-dir"),
 		MaxTableDepth:            cc.Int("max-table-depth"),
 		DefinitionLog:            defLog,
+		Cluster:                  view,
 	})
 	if err == nil {
 		err = defLogErr
