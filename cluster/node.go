@@ -413,7 +413,16 @@ func (n *Node) session(addr string, timeout time.Duration) (*session, error) {
 
 // dial connects to addr, authenticates, and installs the session.
 func (n *Node) dial(addr string, timeout time.Duration) error {
-	raw, err := net.DialTimeout("tcp", addr, timeout)
+	// Dial from the cluster port's address when it names one, so that
+	// peers (and firewalls) see a node's connections come from its own
+	// address.
+	d := net.Dialer{Timeout: timeout}
+	if host, _, err := net.SplitHostPort(n.cfg.ClusterAddr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+	}
+	raw, err := d.Dial("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("cluster: dial %s: %w", addr, err)
 	}

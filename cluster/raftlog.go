@@ -306,7 +306,9 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 				return broker.Applied{}, broker.ErrLogClosed
 			}
 		}
-		err, sent := l.submit(env, time.Until(deadline))
+		// An attempt gets a third of the time at most, so that a leader
+		// lost mid-request leaves time to find the next one.
+		err, sent := l.submit(env, min(time.Until(deadline), l.cfg.ProposeTimeout/3))
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return broker.Applied{}, broker.ErrLogClosed
 		}
