@@ -61,7 +61,9 @@ func homeDown(qe *queueEntity, cls, mth uint16) error {
 }
 
 // local reports whether node names this node.
-func (b *Broker) local(node string) bool { return node == "" || node == b.cfg.NodeName || b.cfg.Link == nil }
+func (b *Broker) local(node string) bool {
+	return node == "" || node == b.cfg.NodeName || b.cfg.Link == nil
+}
 
 // placeQueue chooses the home node of a new queue: RabbitMQ's queue
 // leader locator, from the x-queue-leader-locator argument or the

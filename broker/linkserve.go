@@ -4,8 +4,8 @@ import (
 	"errors"
 	"io"
 	"maps"
-	"slices"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
