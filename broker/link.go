@@ -234,12 +234,25 @@ type linkReply struct {
 	err   error
 }
 
-// up reports whether the link is up, waiting for the first dial to end.
-func (p *linkPeer) up() bool {
+// awaitFirst waits, if need be, for the link's first dial to end, so that
+// a queue just declared elsewhere is not taken for down. No lock held.
+func (p *linkPeer) awaitFirst() {
 	select {
 	case <-p.first:
-	case <-time.After(linkDialTimeout):
+		return
+	default:
 	}
+	t := time.NewTimer(linkDialTimeout)
+	select {
+	case <-p.first:
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// up reports whether the link is up, waiting for the first dial to end.
+func (p *linkPeer) up() bool {
+	p.awaitFirst()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.w != nil
@@ -379,11 +392,11 @@ func (p *linkPeer) read(conn net.Conn) error {
 			p.mu.Lock()
 			cons := p.consumers[h]
 			p.mu.Unlock()
+			// A consumer is known until the home node says it ended
+			// (lkCancelled, after its last delivery), or the link went
+			// down: then the home node returns what it held.
 			if cons != nil {
 				cons.ch.deliverRemote(cons, seq, redel, msg)
-			} else {
-				// A delivery to a consumer cancelled meanwhile goes back.
-				p.sendSettle(linkReturn, nil, []uint64{seq}, h)
 			}
 		case lkCancelled:
 			h := d.u()
@@ -511,9 +524,8 @@ func (p *linkPeer) call(t byte, wt *linkWaiter, fill func(b []byte, id uint64) [
 	}
 }
 
-// sendSettle sends settlements of qe's deliveries seqs, or with qe nil of
-// those of consumer handle h (a delivery that found its consumer gone).
-func (p *linkPeer) sendSettle(op byte, qe *queueEntity, seqs []uint64, h uint64) {
+// sendSettle sends settlements of qe's deliveries seqs.
+func (p *linkPeer) sendSettle(op byte, qe *queueEntity, seqs []uint64) {
 	p.mu.Lock()
 	w := p.w
 	p.mu.Unlock()
@@ -525,10 +537,7 @@ func (p *linkPeer) sendSettle(op byte, qe *queueEntity, seqs []uint64, h uint64)
 		return
 	}
 	w.buf = append(w.buf, op)
-	w.buf = appendU(w.buf, h)
-	if h == 0 {
-		w.buf = appendQueueRef(w.buf, qe)
-	}
+	w.buf = appendQueueRef(w.buf, qe)
 	w.buf = appendU(w.buf, uint64(len(seqs)))
 	for _, s := range seqs {
 		w.buf = appendU(w.buf, s)
@@ -545,9 +554,7 @@ func (ch *channel) settleRemote(op byte, ps []pending, i int) int {
 	for ; j < len(ps) && ps[j].qe == qe; j++ {
 		seqs = append(seqs, ps[j].seq)
 	}
-	if !qe.deleted {
-		qe.home.peer.sendSettle(op, qe, seqs, 0)
-	}
+	qe.home.peer.sendSettle(op, qe, seqs)
 	return j
 }
 
@@ -558,7 +565,7 @@ func (ch *channel) deliverRemote(cons *consumer, seq uint64, redelivered bool, m
 	if ch.closed || ch.consumers[cons.Tag] != cons {
 		ch.mu.Unlock()
 		if !cons.NoAck {
-			cons.qe.home.peer.sendSettle(linkReturn, nil, []uint64{seq}, cons.remote)
+			cons.qe.home.peer.sendSettle(linkReturn, cons.qe, []uint64{seq})
 		}
 		return
 	}

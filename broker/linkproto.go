@@ -33,8 +33,8 @@ const (
 	lkConsume byte = 'C'
 	// lkCancel: handle.
 	lkCancel byte = 'X'
-	// lkSettle: op (linkSettle, linkReturn, linkDiscard), handle (0: a
-	// queue follows: qid, vhost, queue), count, seqs.
+	// lkSettle: op (linkSettle, linkReturn, linkDiscard), qid, vhost,
+	// queue, count, seqs.
 	lkSettle byte = 'S'
 	// lkGet: req, qid, vhost, queue, no-ack.
 	lkGet byte = 'G'
@@ -189,6 +189,7 @@ func (w *linkWriter) run() {
 		}
 		if err != nil {
 			w.close()
+			w.conn.Close() // the reader ends too
 			return
 		}
 	}

@@ -184,11 +184,8 @@ func (s *linkServer) read() error {
 			}
 			s.frame(lkCancelled, func(b []byte) []byte { return appendU(b, h) })
 		case lkSettle:
-			op, h := d.byte1(), d.u()
-			var qe *queueEntity
-			if h == 0 {
-				qe, _, _ = s.find(&d)
-			}
+			op := d.byte1()
+			qe, _, _ := s.find(&d)
 			n := d.u()
 			if d.err != nil || n > uint64(len(d.b)) {
 				return errLinkFrame

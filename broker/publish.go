@@ -285,6 +285,9 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 	ttl, now := messageTTL(msg.Header), int64(0)
 	var dead []*queueEntity
 	for _, qe := range targets {
+		if qe.home != nil {
+			qe.home.peer.awaitFirst()
+		}
 		qe.mu.Lock()
 		if qe.home != nil {
 			// A remote queue: routed if its home node takes it (link.go).
