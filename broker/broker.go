@@ -117,6 +117,15 @@ type Config struct {
 	// messages out too (default 0.5, RabbitMQ's
 	// vm_memory_high_watermark_paging_ratio).
 	PagingRatio float64
+	// NodeName is this node's name in a cluster ("" = a single node:
+	// every queue is local). With Link, a classic queue lives on the
+	// node its declaration placed it on, and is reached from the others
+	// over the link (link.go).
+	NodeName string
+	// Link reaches the other nodes' brokers (nil = a single node). The
+	// node's cluster port hands the link streams peers open to
+	// Broker.ServeLink.
+	Link Link
 }
 
 func (c *Config) setDefaults() {
@@ -250,6 +259,9 @@ type Broker struct {
 	// mgmt is what the management API reads besides the entities
 	// (snapshot.go).
 	mgmt mgmtState
+	// links are the node links: this node's to its peers, and those the
+	// peers opened (link.go, linkserve.go).
+	links links
 
 	// Paging (paging.go): paging is set under memory pressure; pageIDs
 	// numbers the queues that spill; pagers counts the queues' pager
@@ -495,6 +507,7 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.closeLinks()
 	b.stopStreams()
 	b.pagerMu.Lock()
 	b.pagersClosed = true

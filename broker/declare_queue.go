@@ -77,6 +77,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		if err != nil {
 			return err
 		}
+		if qe.home != nil {
+			return ch.remoteDeclareOk(m.NoWait, qe)
+		}
 		ch.declareOk(m.NoWait, qe)
 		return nil
 	}
@@ -103,7 +106,8 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			return storeError("queue", err, cls, mth)
 		}
 		r := ch.c.b.propose(&defCmd{Op: opDeclareQueue, VHost: v.name, VHostID: v.storeID, Name: name,
-			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id})
+			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id,
+			Node: ch.c.b.placeQueue(v, name, m.Arguments, m.Exclusive)})
 		if r.err != nil {
 			return r.err
 		}
@@ -126,6 +130,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		return err
 	}
 	ch.lastQueue = name
+	if qe.home != nil {
+		return ch.remoteDeclareOk(m.NoWait, qe)
+	}
 	qe.touch()
 	ch.declareOk(m.NoWait, qe)
 	return nil
@@ -231,6 +238,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	if qe.stream != nil {
 		return streamPurgeError(qe)
 	}
+	if qe.home != nil {
+		return ch.purgeRemote(qe, m)
+	}
 	qe.mu.Lock()
 	n := qe.q.PurgeEach(func(e queue.Entry) { ch.c.b.unjournal(qe, e) })
 	qe.mu.Unlock()
@@ -258,7 +268,11 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 		if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
 			return err
 		}
-		n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
+		if qe.home != nil {
+			n, err = ch.deleteRemote(qe, m)
+		} else {
+			n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
+		}
 		if err != nil {
 			return err
 		}

@@ -117,6 +117,10 @@ type defCmd struct {
 	Operator   bool
 	// Value is a global parameter's JSON value.
 	Value []byte
+	// Node is the home node of a declared queue ("" = the node that
+	// applies the command, as on a single node): there it is a local
+	// queue, elsewhere a remote entry (link.go).
+	Node string
 }
 
 // encode returns the command's encoding (defcodec.go), which

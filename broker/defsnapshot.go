@@ -95,6 +95,7 @@ type snapQueue struct {
 	Exclusive  bool           `json:"warren_exclusive,omitempty"`
 	RawArgs    []byte         `json:"warren_arguments,omitempty"`
 	ID         uint64         `json:"warren_id"`
+	Node       string         `json:"node,omitempty"`
 }
 
 type snapExchange struct {
@@ -194,7 +195,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 		}
 		s.Queues = append(s.Queues, snapQueue{Name: qe.name, VHost: v.name, Durable: qe.durable,
 			AutoDelete: qe.autoDelete, Type: qe.typeName(), Arguments: amqp.TableJSON(qe.args), Exclusive: qe.exclusive,
-			RawArgs: raw, ID: qe.id})
+			RawArgs: raw, ID: qe.id, Node: qe.homeNode})
 		if qe.exclusive {
 			s.Owners[v.name+"\x00"+qe.name] = qe.ownerID
 		}
@@ -310,7 +311,7 @@ func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefR
 	}
 	for _, x := range s.Queues {
 		defs.Queues = append(defs.Queues, store.Queue{ID: x.ID, VHost: x.VHost, Name: x.Name, Durable: x.Durable,
-			Exclusive: x.Exclusive, AutoDelete: x.AutoDelete, Args: x.RawArgs, Type: x.Type})
+			Exclusive: x.Exclusive, AutoDelete: x.AutoDelete, Args: x.RawArgs, Type: x.Type, Node: x.Node})
 	}
 	for _, x := range s.Bindings {
 		defs.Bindings = append(defs.Bindings, store.Binding{ID: x.ID, VHost: x.VHost, Source: x.Source,

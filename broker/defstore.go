@@ -57,7 +57,7 @@ func exchangeRecord(v *vhost, ex *exchangeEntity, args []byte) *store.Exchange {
 // queueRecord is the store record of qe, a durable queue of v.
 func queueRecord(v *vhost, qe *queueEntity, args []byte) *store.Queue {
 	return &store.Queue{ID: qe.storeID, VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
-		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName()}
+		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName(), Node: qe.node()}
 }
 
 // bindingRecord is the store record of binding bn from source in v.

@@ -169,7 +169,14 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 			qe.storeID = q.ID
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
+		qe.homeNode = q.Node
+		if !b.local(q.Node) {
+			qe.home = &remoteHome{node: q.Node, peer: b.peer(q.Node)}
+		}
 		v.queues[q.Name] = qe
+		if qe.home != nil {
+			continue
+		}
 		if !recovering {
 			qe.armUnusedLocked()
 			if qe.stream != nil {

@@ -5,10 +5,10 @@
 // its one group-commit writer.
 //
 // What is here so far: a node's cluster port and identity (Node, Config), the
-// Raft transport of each group over that port (Node.Transport), and the Raft
-// log and stable store over store.Log (RaftStore). The metadata group,
-// membership (Config.Join, ctl join/leave) and the broker link's protocol come
-// next.
+// Raft transport of each group over that port (Node.Transport), the Raft
+// log and stable store over store.Log (RaftStore), and the broker link
+// (BrokerLink, which implements broker.Link). The metadata group and
+// membership (Config.Join, ctl join/leave) come next.
 //
 // # Cluster port
 //
@@ -54,6 +54,34 @@
 //
 // A Raft stream for a group the node does not run, or a stream of an unknown
 // kind, is closed.
+//
+// # Broker link
+//
+// BrokerLink is broker.Config.Link: Dial(node) opens an 'L' stream to the
+// named node (its address from SetPeer), and that node's HandleLink
+// handler gives the stream to its broker (broker.Broker.ServeLink). Each
+// broker opens one stream to each peer it needs, for the queues homed
+// there. The broker owns what a link stream carries (broker/linkproto.go),
+// since this package never imports it:
+//
+//	frame   length(4, big-endian, of type and payload) | type(1) | payload
+//	fields  integers as uvarints; strings and bytes as uvarint length and
+//	        bytes; flags as one byte
+//
+// Requests, from the node whose client acts: 'P' publish (request id, 0 for
+// none; queue id, vhost, queue; exchange, routing key, content header,
+// body), 'C' consume (handle, queue, tag, no-ack/exclusive flags,
+// prefetch, priority), 'X' cancel, 'S' settle (ack, requeue or discard;
+// queue; message ids), 'G' get, 'Q' status (ready messages and consumers),
+// 'U' purge. From the queue's home node: 'R' reply (request id, AMQP reply
+// code or 0, text, two counts, and for a get the message), 'D' delivery
+// (handle, message id, redelivered, message), 'K' consumer cancelled.
+// Queues are named by id, vhost and name, so a queue deleted and declared
+// again is not mistaken for the old one. Frames are appended to a buffer
+// under a lock and written by one goroutine per stream, many frames per
+// write; the buffer is bounded (publishers held back over 4 MiB, refused
+// over 64 MiB), and yamux's per-stream window carries the backpressure
+// of a home node that stops reading.
 //
 // # Raft transport
 //

@@ -93,6 +93,8 @@ type Queue struct {
 	Durable, Exclusive, AutoDelete bool
 	Args                           []byte
 	Type                           string
+	// Node is the queue's home node in a cluster ("" = this node).
+	Node string
 }
 
 // Binding binds Source (an exchange) to Destination, a queue or an exchange.
@@ -255,12 +257,21 @@ func (q *Queue) appendTo(b []byte) []byte {
 	b = appendBool(b, q.Exclusive)
 	b = appendBool(b, q.AutoDelete)
 	b = appendBytes(b, q.Args)
-	return appendString(b, q.Type)
+	b = appendString(b, q.Type)
+	if q.Node != "" {
+		// Appended: records written before it have none.
+		b = appendString(b, q.Node)
+	}
+	return b
 }
 
 func decodeQueue(id uint64, d *decoder) Queue {
-	return Queue{ID: id, VHost: d.string(), Name: d.string(),
+	q := Queue{ID: id, VHost: d.string(), Name: d.string(),
 		Durable: d.bool(), Exclusive: d.bool(), AutoDelete: d.bool(), Args: d.bytes(), Type: d.string()}
+	if d.err == nil && len(d.b) > 0 {
+		q.Node = d.string()
+	}
+	return q
 }
 
 func (x *Binding) kind() Kind      { return KindBinding }
