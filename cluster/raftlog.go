@@ -128,7 +128,6 @@ type RaftLog struct {
 	wg   sync.WaitGroup
 }
 
-
 // NewRaftLog returns the group's log; Start runs it.
 func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 	if cfg.Node == nil || cfg.Store == nil || cfg.Machine == nil || cfg.SnapshotDir == "" {
