@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
 
-	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/store"
 )
 
@@ -40,6 +39,34 @@ var (
 	ErrNotMember = errors.New("cluster: no such node in the cluster")
 )
 
+// StateMachine is the state a RaftLog drives (the broker's definitions for
+// the metadata group): the same commands applied in the same order give the
+// same state on every node. The log calls it from one goroutine.
+type StateMachine interface {
+	// Apply applies the command committed at index and returns its result,
+	// which goes to the proposer if it waits on this node.
+	Apply(index uint64, cmd []byte) any
+	// Snapshot captures the state as of the last index applied; the
+	// snapshot is written out later, while Apply goes on.
+	Snapshot() (StateSnapshot, error)
+	// Restore replaces the state with a snapshot taken at index.
+	Restore(index uint64, r io.Reader) error
+}
+
+// StateSnapshot is a state captured by StateMachine.Snapshot.
+type StateSnapshot interface {
+	io.WriterTo
+	// Release is called once the snapshot is written or abandoned.
+	Release()
+}
+
+// Applied is a command applied on this node: its index and the result of
+// StateMachine.Apply.
+type Applied struct {
+	Index  uint64
+	Result any
+}
+
 // RaftLogConfig configures NewRaftLog.
 type RaftLogConfig struct {
 	// Node is the started cluster node the group runs on.
@@ -52,7 +79,7 @@ type RaftLogConfig struct {
 	LogID       uint64
 	SnapshotDir string
 	// Machine is the state the log drives.
-	Machine broker.StateMachine
+	Machine StateMachine
 	// ProposeTimeout bounds a proposal: with no leader reachable or no
 	// commit within it, Propose returns ErrNoQuorum. Default 5s.
 	ProposeTimeout time.Duration
@@ -69,7 +96,8 @@ type RaftLogConfig struct {
 	Logger *zap.Logger
 }
 
-// RaftLog is a broker.CommandLog over one Raft group: a proposal made on
+// RaftLog is a replicated command log over one Raft group (cmd/warren
+// adapts it to the broker's CommandLog): a proposal made on
 // any node is committed by the group's leader (a follower forwards it over
 // an 'M' stream) and returns once it is applied on the node it was made on.
 //
@@ -99,8 +127,6 @@ type RaftLog struct {
 	once sync.Once
 	wg   sync.WaitGroup
 }
-
-var _ broker.CommandLog = (*RaftLog)(nil)
 
 // NewRaftLog returns the group's log; Start runs it.
 func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
@@ -257,14 +283,17 @@ func (l *RaftLog) Close() error {
 	return err
 }
 
-// Propose implements broker.CommandLog.
-func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, error) {
+// Propose submits cmd and waits until it is committed and applied on this
+// node, so that the caller reads its own write; it returns the index and
+// the machine's result. A failure is ErrNoQuorum (refused: no effect),
+// ErrUnconfirmed (the outcome is unknown), ErrClosed or ctx's error.
+func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 	if l.raft == nil {
-		return broker.Applied{}, broker.ErrLogClosed
+		return Applied{}, ErrClosed
 	}
 	var id reqID
 	if _, err := rand.Read(id[:]); err != nil {
-		return broker.Applied{}, err
+		return Applied{}, err
 	}
 	env := make([]byte, 0, len(id)+len(cmd))
 	env = append(append(env, id[:]...), cmd...)
@@ -297,20 +326,20 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 			case <-pause.C:
 			case <-timer.C:
 				pause.Stop()
-				return broker.Applied{}, fail()
+				return Applied{}, fail()
 			case <-ctx.Done():
 				pause.Stop()
-				return broker.Applied{}, ctx.Err()
+				return Applied{}, ctx.Err()
 			case <-l.done:
 				pause.Stop()
-				return broker.Applied{}, broker.ErrLogClosed
+				return Applied{}, ErrClosed
 			}
 		}
 		// An attempt gets a third of the time at most, so that a leader
 		// lost mid-request leaves time to find the next one.
 		err, sent := l.submit(env, min(time.Until(deadline), l.cfg.ProposeTimeout/3))
 		if errors.Is(err, raft.ErrRaftShutdown) {
-			return broker.Applied{}, broker.ErrLogClosed
+			return Applied{}, ErrClosed
 		}
 		if err != nil {
 			last = err
@@ -324,11 +353,11 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, erro
 			return a, nil
 		case <-timer.C:
 			maybe, last = true, errors.New("committed, not yet applied on this node")
-			return broker.Applied{}, fail()
+			return Applied{}, fail()
 		case <-ctx.Done():
-			return broker.Applied{}, ctx.Err()
+			return Applied{}, ctx.Err()
 		case <-l.done:
-			return broker.Applied{}, broker.ErrLogClosed
+			return Applied{}, ErrClosed
 		}
 	}
 }
@@ -340,8 +369,8 @@ func (l *RaftLog) noQuorum(last error) error {
 	return fmt.Errorf("%w; last: %v", ErrNoQuorum, last)
 }
 
-// ProposeFunc implements broker.CommandLog: Propose on a goroutine of its own.
-func (l *RaftLog) ProposeFunc(cmd []byte, done func(broker.Applied, error)) {
+// ProposeFunc is Propose on a goroutine of its own, which calls done.
+func (l *RaftLog) ProposeFunc(cmd []byte, done func(Applied, error)) {
 	cmd = bytes.Clone(cmd)
 	l.wg.Add(1)
 	go func() {
@@ -398,15 +427,15 @@ func (l *RaftLog) Leader() (name, addr string) {
 // Snapshot takes a snapshot now (tests, operators).
 func (l *RaftLog) Snapshot() error { return l.raft.Snapshot().Error() }
 
-// raftFSM is raft.FSM over a broker.StateMachine: it unwraps each entry's
+// raftFSM is raft.FSM over a StateMachine: it unwraps each entry's
 // request id, applies a request once, and hands the result to the proposer
 // waiting on this node.
 type raftFSM struct {
-	sm      broker.StateMachine
+	sm      StateMachine
 	applied atomic.Uint64
 
 	mu      sync.Mutex
-	waiters map[reqID]chan broker.Applied
+	waiters map[reqID]chan Applied
 
 	// seen are the request ids of the last maxSeen commands, in order
 	// (FSM goroutine).
@@ -419,12 +448,12 @@ type reqID [16]byte
 
 const maxSeen = 1 << 16
 
-func newRaftFSM(sm broker.StateMachine) *raftFSM {
-	return &raftFSM{sm: sm, waiters: make(map[reqID]chan broker.Applied), seen: make(map[reqID]struct{})}
+func newRaftFSM(sm StateMachine) *raftFSM {
+	return &raftFSM{sm: sm, waiters: make(map[reqID]chan Applied), seen: make(map[reqID]struct{})}
 }
 
-func (f *raftFSM) wait(id reqID) chan broker.Applied {
-	ch := make(chan broker.Applied, 1)
+func (f *raftFSM) wait(id reqID) chan Applied {
+	ch := make(chan Applied, 1)
 	f.mu.Lock()
 	f.waiters[id] = ch
 	f.mu.Unlock()
@@ -478,7 +507,7 @@ func (f *raftFSM) Apply(e *raft.Log) any {
 	delete(f.waiters, id)
 	f.mu.Unlock()
 	if ch != nil {
-		ch <- broker.Applied{Index: e.Index, Result: res}
+		ch <- Applied{Index: e.Index, Result: res}
 	}
 	return nil
 }
@@ -529,7 +558,7 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 type fsmSnapshot struct {
 	index uint64
 	ids   []reqID
-	s     broker.StateSnapshot
+	s     StateSnapshot
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {

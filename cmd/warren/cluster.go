@@ -124,7 +124,7 @@ func (c *clustered) definitionLog(cc *cli.Context, st *store.Store, errp *error)
 			Store:             st,
 			LogID:             metadataLogID,
 			SnapshotDir:       filepath.Join(cc.String("data-dir"), "raft", "metadata"),
-			Machine:           broker.DefinitionStateMachine(m),
+			Machine:           machine{broker.DefinitionStateMachine(m)},
 			ProposeTimeout:    cc.Duration("cluster-propose-timeout"),
 			SnapshotThreshold: cc.Uint64("cluster-snapshot-threshold"),
 			TrailingLogs:      cc.Uint64("cluster-trailing-logs"),
@@ -136,8 +136,27 @@ func (c *clustered) definitionLog(cc *cli.Context, st *store.Store, errp *error)
 			return nil
 		}
 		c.meta = l
-		return broker.CommandDefinitionLog(l)
+		return broker.CommandDefinitionLog(commandLog{l})
 	}
+}
+
+// machine is a broker.StateMachine as the cluster's StateMachine (the
+// cluster package does not import the broker; the two interfaces differ
+// only in their snapshot type's name).
+type machine struct{ broker.StateMachine }
+
+func (m machine) Snapshot() (cluster.StateSnapshot, error) { return m.StateMachine.Snapshot() }
+
+// commandLog is a cluster.RaftLog as a broker.CommandLog.
+type commandLog struct{ l *cluster.RaftLog }
+
+func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, error) {
+	a, err := c.l.Propose(ctx, cmd)
+	return broker.Applied{Index: a.Index, Result: a.Result}, err
+}
+
+func (c commandLog) ProposeFunc(cmd []byte, done func(broker.Applied, error)) {
+	c.l.ProposeFunc(cmd, func(a cluster.Applied, err error) { done(broker.Applied{Index: a.Index, Result: a.Result}, err) })
 }
 
 // info is this node's status for the other nodes (cluster_status,
