@@ -48,6 +48,7 @@ func clusterFlags() []cli.Flag {
 type clustered struct {
 	node  *cluster.Node
 	meta  *cluster.RaftLog
+	link  *cluster.BrokerLink
 	join  []string
 	start time.Time
 	log   *zap.Logger

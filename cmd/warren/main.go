@@ -187,6 +187,8 @@ func runServer(cc *cli.Context) error {
 		MaxTableDepth:            cc.Int("max-table-depth"),
 		DefinitionLog:            defLog,
 		Cluster:                  view,
+		NodeName:                 cl.nodeName(),
+		Link:                     cl.brokerLink(),
 	})
 	if err == nil {
 		err = defLogErr
@@ -194,6 +196,7 @@ func runServer(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	cl.serveLink(b)
 	if addr := cc.String("pprof-addr"); addr != "" {
 		stopPprof, err := startPprof(addr, log)
 		if err != nil {
@@ -215,6 +218,7 @@ func runServer(cc *cli.Context) error {
 		if err := cl.run(ctx); err != nil {
 			return err
 		}
+		cl.followMembers()
 	}
 	logBanner(log, cc.String("data-dir"), b, ws)
 	err = b.Serve(ctx)
