@@ -133,21 +133,32 @@ func runFailoverCommand(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	recovered := 0
-	var kills []map[string]any
+	// The JSON line: flat fields first, then one array entry per kill.
+	var out struct {
+		Kills      int       `json:"kill_count"`
+		Recovered  int       `json:"recovered_count"`
+		Median     float64   `json:"median_ms"`
+		Failures   uint64    `json:"failures"`
+		Duration   float64   `json:"duration_s"`
+		Nodes      []int     `json:"kill_node"`
+		Recovery   []float64 `json:"recovery_ms"` // -1: not recovered
+		By         []int     `json:"recovered_by"`
+		KillFailed []uint64  `json:"kill_failures"`
+		Declared   []uint64  `json:"declared"` // per node
+	}
+	out.Kills, out.Median, out.Failures = len(res.Kills), ms(res.Median), res.Failures
+	out.Duration, out.Declared = round(res.Duration.Seconds(), 3), res.Declared
 	for _, k := range res.Kills {
+		rec := -1.0
 		if k.OK {
-			recovered++
+			out.Recovered++
+			rec = ms(k.Recovered)
 		}
-		kills = append(kills, map[string]any{
-			"node": k.Node, "recovered": k.OK, "recovery_ms": ms(k.Recovered), "by": k.By, "failures": k.Failures,
-		})
+		out.Nodes, out.Recovery = append(out.Nodes, k.Node), append(out.Recovery, rec)
+		out.By, out.KillFailed = append(out.By, k.By), append(out.KillFailed, k.Failures)
 	}
 	if cc.Bool("json") {
-		return printJSONLine(map[string]any{
-			"kills": kills, "recovered": recovered, "median_ms": ms(res.Median),
-			"declared": res.Declared, "failures": res.Failures, "duration_s": round(res.Duration.Seconds(), 3),
-		})
+		return printJSONLine(out)
 	}
 	for i, k := range res.Kills {
 		if k.OK {
@@ -157,7 +168,7 @@ func runFailoverCommand(cc *cli.Context) error {
 		}
 	}
 	fmt.Printf("summary: %d kills, %d recovered, median %.1f ms; declare-ok per node %v, failures %d\n",
-		len(res.Kills), recovered, ms(res.Median), res.Declared, res.Failures)
+		len(res.Kills), out.Recovered, ms(res.Median), res.Declared, res.Failures)
 	return nil
 }
 
@@ -195,14 +206,22 @@ func runIdleCommand(cc *cli.Context) error {
 	}
 	const mib = 1 << 20
 	if cc.Bool("json") {
-		var out []map[string]any
-		for _, p := range procs {
-			out = append(out, map[string]any{
-				"name": p.Name, "pid": p.PID, "cpu_pct": round(p.CPU, 2),
-				"rss_mib": round(float64(p.RSS)/mib, 1), "rss_max_mib": round(float64(p.RSSMax)/mib, 1), "rss_mean_mib": round(p.RSSMean/mib, 1),
-			})
+		// One array entry per --pid, in order.
+		var out struct {
+			Names   []string  `json:"names"`
+			PIDs    []int     `json:"pids"`
+			CPU     []float64 `json:"cpu_pct"`
+			RSS     []float64 `json:"rss_mib"`
+			RSSMax  []float64 `json:"rss_max_mib"`
+			RSSMean []float64 `json:"rss_mean_mib"`
 		}
-		return printJSONLine(map[string]any{"procs": out})
+		for _, p := range procs {
+			out.Names, out.PIDs, out.CPU = append(out.Names, p.Name), append(out.PIDs, p.PID), append(out.CPU, round(p.CPU, 2))
+			out.RSS = append(out.RSS, round(float64(p.RSS)/mib, 1))
+			out.RSSMax = append(out.RSSMax, round(float64(p.RSSMax)/mib, 1))
+			out.RSSMean = append(out.RSSMean, round(p.RSSMean/mib, 1))
+		}
+		return printJSONLine(out)
 	}
 	for _, p := range procs {
 		fmt.Printf("%s (pid %d): CPU %.2f%% of a core, RSS %.1f MiB at the end (max %.1f, mean %.1f)\n",
