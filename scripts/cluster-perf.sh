@@ -226,6 +226,9 @@ measure() {
   put "$s" forward_local "$(jf "$j" local_rate)"
   put "$s" forward_via "$(jf "$j" forwarded_rate)"
   put "$s" forward_share "$(jf "$j" share)"
+  # Below 1: confirmed publishes through node 2 did not reach the queue on
+  # node 1 (not forwarded), and the figures above are not of forwarding.
+  put "$s" forward_reached "$(jf "$j" reached)"
   [ "$(jf "$j" failures)" = 0 ] || log "$s: $(jf "$j" failures) failures in forward"
 
   log "$s: failover, $KILLS kills"
@@ -246,7 +249,9 @@ measure() {
     echo "kill $victim $t" >&7
     sleep 5
     log "$s: restarting node $victim"
-    "${s}_restart" "$victim"
+    # Without fd 7: a node holding the events' write end would keep the
+    # failover run from ever seeing their end.
+    "${s}_restart" "$victim" 7>&-
   done
   exec 7>&-
   wait "$FAIL_PID" || true
@@ -278,7 +283,10 @@ row() { # row LABEL KEY [noratio]
 }
 
 echo
-echo "$(nproc) CPUs. $(get rabbit version) ($(get rabbit date)); $(get warren version) ($(get warren date))."
+for s in rabbit warren; do
+  [ -f "$RESULTS_DIR/$s.env" ] && printf '%s (%s). ' "$(get "$s" version)" "$(get "$s" date)"
+done
+echo "$(nproc) CPUs, 127.0.0.1."
 echo "Ratio = Warren / RabbitMQ. Medians of $RUNS runs (declare, forward), of the kills (failover)."
 echo
 echo "| scenario | RabbitMQ | Warren | ratio |"
@@ -294,6 +302,7 @@ row "… kills recovered" failover_recovered noratio
 row "confirmed publish, queue on node 1, through node 1: msg/s" forward_local
 row "… through node 2: msg/s" forward_via
 row "… forwarded / local" forward_share
+row "… share of the confirmed publishes through node 2 that reached the queue on node 1" forward_reached noratio
 row "idle cluster: CPU % of a core, per node" idle_cpu noratio
 row "… highest node" idle_cpu_max
 row "idle cluster: RSS MiB, per node" idle_rss noratio

@@ -187,8 +187,11 @@ func runForwardCommand(cc *cli.Context) error {
 	if cc.Bool("json") {
 		return printJSONLine(map[string]any{
 			"local_rate": round(res.Local, 1), "forwarded_rate": round(res.Forwarded, 1), "share": round(res.Share, 3),
-			"local_rates": res.LocalRates, "forwarded_rates": res.ForwardedRates, "failures": res.Failures,
+			"reached": round(res.Reached, 3), "local_rates": res.LocalRates, "forwarded_rates": res.ForwardedRates, "failures": res.Failures,
 		})
+	}
+	if res.Reached < 0.99 {
+		fmt.Printf("warning: only %.1f%% of the forwarded publishes reached the queue on --home: the figure is not of forwarding\n", res.Reached*100)
 	}
 	fmt.Printf("summary: confirmed msg/s local %.0f, forwarded %.0f (medians of %d): forwarded = %.1f%% of local, failures %d\n",
 		res.Local, res.Forwarded, cc.Int("rounds"), res.Share*100, res.Failures)

@@ -115,8 +115,44 @@ func TestBenchForward(t *testing.T) {
 	if len(res.LocalRates) != 2 || len(res.ForwardedRates) != 2 || res.Failures != 0 {
 		t.Fatalf("local %v forwarded %v failures %d: want two rates each, no failures", res.LocalRates, res.ForwardedRates, res.Failures)
 	}
-	if res.Local <= 0 || res.Forwarded <= 0 || res.Share <= 0 {
-		t.Fatalf("local %v forwarded %v share %v", res.Local, res.Forwarded, res.Share)
+	if res.Local <= 0 || res.Forwarded <= 0 || res.Share <= 0 || res.Reached != 1 {
+		t.Fatalf("local %v forwarded %v share %v reached %v", res.Local, res.Forwarded, res.Share, res.Reached)
+	}
+}
+
+// TestBenchForwardNotReached: through a broker that is not the queue's
+// (two unrelated brokers, each with the exchange and a queue of the same
+// name), the confirmed publishes never reach the home queue, and the run
+// says so.
+func TestBenchForwardNotReached(t *testing.T) {
+	a := startBenchBroker(t)
+	b := brokertest.Start(t, nil)
+	cfg := forwardConfig{Home: a.URL, Via: b.URL, Producers: 1, Size: benchMinSize, Confirm: 100, Duration: 200 * time.Millisecond, Rounds: 1, Queue: "warren-bench-forward-test"}
+	// B routes the bench's exchange and key to a queue of its own.
+	conn, err := amqp.Dial(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDeclare("warren-bench-direct", amqp.ExchangeDirect, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("elsewhere", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("elsewhere", cfg.Queue, "warren-bench-direct", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runForward(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reached != 0 {
+		t.Fatalf("reached %v, want 0: nothing published through B reaches A", res.Reached)
 	}
 }
 

@@ -24,7 +24,9 @@ type forwardConfig struct {
 	Persistent bool
 	Duration   time.Duration // of each run
 	Rounds     int
-	Out        io.Writer
+	// Queue names the queue; default warren-bench-forward-<random>.
+	Queue string
+	Out   io.Writer
 }
 
 func (cfg *forwardConfig) validate() error {
@@ -47,6 +49,11 @@ type forwardResult struct {
 	LocalRates, ForwardedRates []float64
 	Local, Forwarded, Share    float64
 	Failures                   uint64
+	// Reached is, over the forwarded runs, the lowest share of confirmed
+	// messages that reached the queue on A (consumed there, or still in it
+	// at the end): below 1, a broker confirmed publishes it did not route
+	// to the queue's node (each node kept a queue of its own).
+	Reached float64
 }
 
 // bench returns the load of one run: the topology and a consumer on Home,
@@ -54,7 +61,7 @@ type forwardResult struct {
 func (cfg *forwardConfig) bench(publish string) benchConfig {
 	return benchConfig{
 		URI: cfg.Home, PublishURI: publish, Client: cfg.Client,
-		Producers: cfg.Producers, Consumers: 1, Queues: 1, QueuePattern: "warren-bench-forward-" + benchRunID(),
+		Producers: cfg.Producers, Consumers: 1, Queues: 1, QueuePattern: cfg.Queue,
 		Size: cfg.Size, ExchangeType: amqp.ExchangeDirect, Confirm: cfg.Confirm, AutoAck: true,
 		Persistent: cfg.Persistent, Duration: cfg.Duration, AutoDelete: true,
 	}
@@ -69,7 +76,10 @@ func runForward(ctx context.Context, cfg forwardConfig) (forwardResult, error) {
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	var res forwardResult
+	if cfg.Queue == "" {
+		cfg.Queue = "warren-bench-forward-" + benchRunID()
+	}
+	res := forwardResult{Reached: 1}
 	for round := range cfg.Rounds {
 		order := []bool{false, true} // forwarded?
 		if round%2 == 1 {
@@ -100,6 +110,9 @@ func runForward(ctx context.Context, cfg forwardConfig) (forwardResult, error) {
 			fmt.Fprintf(cfg.Out, "round %d/%d %s: %.0f confirmed msg/s (%d sent, %d confirmed, %d nacked)\n",
 				round+1, cfg.Rounds, label, rate, r.Sent, r.Confirmed, r.Nacked)
 			if fwd {
+				if r.Confirmed > 0 {
+					res.Reached = min(res.Reached, float64(r.Received+uint64(max(r.QueueDepth, 0)))/float64(r.Confirmed))
+				}
 				res.ForwardedRates = append(res.ForwardedRates, rate)
 			} else {
 				res.LocalRates = append(res.LocalRates, rate)
