@@ -37,16 +37,18 @@ func benchClusterCommands() []*cli.Command {
 			Name:  "failover",
 			Usage: "time from a node's SIGKILL to the next successful declare on another node",
 			Description: "Clients declare and delete queues in a loop through every node given with --uri. Another\n" +
-				"process kills nodes and writes one line per kill to this command's stdin:\n" +
+				"process kills nodes and writes one line per kill to --events (a file appended to, or stdin):\n" +
 				"  kill NODE [UNIX_NANOS]\n" +
-				"NODE is the node's position among the --uri flags, from 1; UNIX_NANOS the time of the kill\n" +
-				"(date +%s%N just before it). For each kill the run reports the time to the first declare-ok,\n" +
-				"on another node, of a declare sent after the kill. It ends --settle after stdin does.",
+				"and \"end\" after the last. NODE is the node's position among the --uri flags, from 1;\n" +
+				"UNIX_NANOS the time of the kill (date +%s%N just before it). For each kill the run reports the\n" +
+				"time to the first declare-ok, on another node, of a declare sent after the kill. It ends\n" +
+				"--settle after \"end\" (or the end of stdin).",
 			Flags: []cli.Flag{
 				&cli.StringSliceFlag{Name: "uri", Usage: "node URI, repeated, in node order"},
 				&cli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 2, Usage: "clients per node"},
 				&cli.DurationFlag{Name: "duration", Aliases: []string{"z"}, Usage: "cap on the run (0 = until stdin ends)"},
-				&cli.DurationFlag{Name: "settle", Value: 10 * time.Second, Usage: "run on for this long after stdin ends"},
+				&cli.StringFlag{Name: "events", Value: "-", Usage: "file the kill events are appended to, followed as by tail -f (- = stdin)"},
+				&cli.DurationFlag{Name: "settle", Value: 10 * time.Second, Usage: "run on for this long after the events end"},
 				jsonFlag,
 			},
 			Action: runFailoverCommand,
@@ -126,9 +128,18 @@ func runDeclareCommand(cc *cli.Context) error {
 func runFailoverCommand(cc *cli.Context) error {
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	events := os.Stdin
+	if p := cc.String("events"); p != "-" {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		events = f
+	}
 	res, err := runFailover(ctx, failoverConfig{
 		URIs: cc.StringSlice("uri"), ClientsPerNode: cc.Int("clients"), Duration: cc.Duration("duration"),
-		Settle: cc.Duration("settle"), Events: os.Stdin, Out: benchProgress(cc),
+		Settle: cc.Duration("settle"), Events: events, Out: benchProgress(cc),
 	})
 	if err != nil {
 		return err

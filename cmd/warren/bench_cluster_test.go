@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,6 +178,7 @@ func TestParseFailoverEvent(t *testing.T) {
 		{line: "  kill 3  ", ok: true, node: 3, at: now},
 		{line: ""},
 		{line: "# restarted 2"},
+		{line: " end ", err: true},
 		{line: "kill 0", err: true},
 		{line: "kill 4", err: true},
 		{line: "kill x", err: true},
@@ -246,7 +246,16 @@ func TestBenchFailover(t *testing.T) {
 	bin := buildWarren(t)
 	n1 := startWarren(t, bin, filepath.Join(t.TempDir(), "n1"))
 	n2 := startWarren(t, bin, filepath.Join(t.TempDir(), "n2"))
-	events, w := io.Pipe()
+	// The events go to a file that the run follows, as the script's do.
+	path := filepath.Join(t.TempDir(), "events")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = events.Close() }()
 	type outcome struct {
 		res failoverResult
 		err error
@@ -272,7 +281,15 @@ func TestBenchFailover(t *testing.T) {
 	}
 	killedAt := time.Now()
 	n1.kill()
+	w, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two writes, as two `echo >>`.
 	if _, err := fmt.Fprintf(w, "kill 1 %d\n", killedAt.UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(w, "end"); err != nil {
 		t.Fatal(err)
 	}
 	_ = w.Close()

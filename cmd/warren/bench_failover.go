@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +18,10 @@ import (
 // failoverConfig is `warren bench failover`: clients declare and delete
 // queues in a loop through every node of a cluster while something else
 // (scripts/cluster-perf.sh) kills nodes and writes one event line per kill
-// to Events:
+// to Events, and "end" (or ends the input) after the last:
 //
 //	kill NODE [UNIX_NANOS]
+//	end
 //
 // NODE is the killed node's position in URIs, from 1; UNIX_NANOS the wall
 // clock time of the kill, taken just before sending SIGKILL (the time the
@@ -98,13 +100,19 @@ type failoverClient struct {
 	fails []int64 // UnixNano of each failure
 }
 
+// errEventsEnd is parseFailoverEvent's answer to "end".
+var errEventsEnd = errors.New("end of events")
+
 // parseFailoverEvent parses a "kill NODE [UNIX_NANOS]" line; now is the
 // time used when the line has none. Empty lines and lines starting with #
-// return ok == false and no error.
+// return ok == false and no error; "end" returns errEventsEnd.
 func parseFailoverEvent(line string, nodes int, now time.Time) (failoverKill, bool, error) {
 	f := strings.Fields(line)
 	if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 		return failoverKill{}, false, nil
+	}
+	if len(f) == 1 && f[0] == "end" {
+		return failoverKill{}, false, errEventsEnd
 	}
 	if f[0] != "kill" || len(f) < 2 || len(f) > 3 {
 		return failoverKill{}, false, fmt.Errorf("event %q: want \"kill NODE [UNIX_NANOS]\"", line)
@@ -139,6 +147,11 @@ func runFailover(ctx context.Context, cfg failoverConfig) (failoverResult, error
 		var c context.CancelFunc
 		runCtx, c = context.WithTimeout(runCtx, cfg.Duration)
 		defer c()
+	}
+	if f, ok := cfg.Events.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			cfg.Events = &followFile{ctx: runCtx, f: f}
+		}
 	}
 
 	prefix := "warren-bench-failover-" + benchRunID()
@@ -192,6 +205,9 @@ func runFailover(ctx context.Context, cfg failoverConfig) (failoverResult, error
 		sc := bufio.NewScanner(cfg.Events)
 		for sc.Scan() {
 			k, ok, err := parseFailoverEvent(sc.Text(), len(cfg.URIs), time.Now())
+			if errors.Is(err, errEventsEnd) {
+				break
+			}
 			if err != nil {
 				kmu.Lock()
 				bad = err
@@ -245,6 +261,26 @@ loop:
 	res := matchFailover(kills, clients, len(cfg.URIs), time.Now())
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// followFile reads a regular file as `tail -f` does: at its end it waits
+// for more to be appended, until ctx is done (then it reports io.EOF).
+type followFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (r *followFile) Read(p []byte) (int, error) {
+	for {
+		n, err := r.f.Read(p)
+		if n > 0 || (err != nil && err != io.EOF) {
+			return n, err
+		}
+		sleepCtx(r.ctx, 10*time.Millisecond)
+		if r.ctx.Err() != nil {
+			return 0, io.EOF
+		}
+	}
 }
 
 // matchFailover finds, for each kill, the first declare-ok on another node
