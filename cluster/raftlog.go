@@ -189,6 +189,13 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.SnapshotThreshold = l.cfg.SnapshotThreshold
 	rc.TrailingLogs = l.cfg.TrailingLogs
 	rc.SnapshotInterval = 10 * time.Second
+	// Followers learn that an entry committed from the leader's next
+	// AppendEntries, sent at the latest CommitTimeout after the last one: a
+	// proposal made on a follower waits for it (read your writes). Raft's
+	// 50 ms made a declaration through a follower take ~100 ms; 20 ms costs
+	// a small AppendEntries per follower every 20 ms while idle (10 ms was
+	// measured at about 6% of a core on an idle leader, 50 ms at 2.5%).
+	rc.CommitTimeout = 20 * time.Millisecond
 	rc.Logger = hl
 	l.rc = *rc
 	existing, err := raft.HasExistingState(l.rs, l.rs, snaps)

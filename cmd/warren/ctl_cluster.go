@@ -31,7 +31,7 @@ func clusterCommands() []*cli.Command {
 			},
 		},
 		{
-			Name: "join_cluster", Usage: "make the node join the cluster of the node at ADDR (its cluster address); the node must hold no queues", ArgsUsage: "ADDR", Flags: ctlFlags(),
+			Name: "join_cluster", Usage: "make the node join the cluster of the node at ADDR (its cluster address): a node that left it, or one started with --join", ArgsUsage: "ADDR", Flags: ctlFlags(),
 			Action: func(cc *cli.Context) error {
 				addr, err := oneArg(cc)
 				if err != nil {
