@@ -189,15 +189,15 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 	if dup {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassBasic, 20, "attempt to reuse consumer tag '%s'", tag)
 	}
+	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
+	if qe.home != nil && err == nil {
+		return ch.consumeRemote(qe, m, tag, prio)
+	}
 	if qe.stream != nil {
 		return ch.consumeStream(qe, m, tag)
 	}
-	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
 	if err != nil {
 		return err
-	}
-	if qe.home != nil {
-		return ch.consumeRemote(qe, m, tag, prio)
 	}
 	cons := &consumer{
 		consumerArgs: consumerArgs{

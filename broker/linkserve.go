@@ -344,8 +344,13 @@ func (s *linkServer) consume(qe *queueEntity, h uint64, tag string, noAck, exclu
 	}
 	attach := queue.Cmd{Op: queue.OpAttach, Consumer: cons.ID, Tag: tag, NoAck: noAck, Exclusive: exclusive,
 		Prefetch: prefetch, Priority: prio}
+	if qe.stream != nil {
+		s.reply(h, amqp.PreconditionFailed, "stream queue '"+qe.name+"' in vhost '"+qe.vhost.name+
+			"' is consumed on its own node ("+s.b.cfg.NodeName+") only", 0, 0)
+		return
+	}
 	qe.mu.Lock()
-	if qe.deleted || qe.stream != nil {
+	if qe.deleted {
 		qe.mu.Unlock()
 		s.replyNoQueue(h, qe.vhost.name, qe.name)
 		return

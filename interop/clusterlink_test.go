@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	amqp091 "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/warrenmq/warren/broker"
@@ -435,6 +436,9 @@ func seqOf(d amqp091.Delivery) (string, int) {
 // consumer is cancelled; when A is back, the queue serves again with its
 // durable messages.
 func TestClusterRemoteQueue(t *testing.T) {
+	// Runs last: every node's goroutines (links included) are gone.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	nodes := startCluster(t)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	ca, cb, cc := dialNode(t, a), dialNode(t, b), dialNode(t, c)
@@ -569,6 +573,31 @@ func TestClusterRemoteQueue(t *testing.T) {
 		return err == nil && q.Messages == 0
 	})
 	h.check(t)
+
+	// A stream homed on A is listed everywhere; it is consumed on A only
+	// for now, and can be deleted through another node.
+	if _, err := openCh(t, ca).QueueDeclare("events", true, false, false, false,
+		amqp091.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "events on B", func() bool {
+		qi, err := b.srv.Queue("/", "events")
+		return err == nil && qi.Type == "stream" && qi.Node == "warren@a"
+	})
+	chs := openCh(t, cb)
+	if err := chs.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chs.Consume("events", "", false, false, false, false, nil); !errors.As(err, new(*amqp091.Error)) {
+		t.Fatalf("consuming a stream of another node: %v, want a channel error", err)
+	}
+	if _, err := openCh(t, cb).QueueDelete("events", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "events deleted on A", func() bool {
+		_, err := a.srv.Queue("/", "events")
+		return err != nil
+	})
 
 	// Ten more, then A stops: C's consumer of another queue of A is
 	// cancelled, the queue is unavailable through B and C, and routing
