@@ -11,8 +11,10 @@
 // a replicated command log driving a StateMachine (cmd/warren gives it the
 // broker's definitions), with forwarding to the leader, snapshots and
 // membership (Join, Remove, Status), and the broker link (BrokerLink, which
-// implements broker.Link and follows the metadata group's members). The package never imports the broker:
-// cmd/warren adapts the broker's StateMachine and CommandLog to these.
+// implements broker.Link and follows the metadata group's members). The
+// package never imports the broker: cmd/warren adapts the broker's
+// StateMachine and CommandLog to these, and wires BrokerLink and
+// Node.HandleLink to the broker.
 //
 // # Metadata group
 //
