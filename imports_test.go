@@ -20,7 +20,7 @@ const module = "github.com/warrenmq/warren"
 //
 //	amqp, store  ←  queue, exchange  ←  broker  ←  web  ←  cmd
 //
-// cluster (replication, to come) sits beside broker on store and amqp,
+// cluster (replication) sits beside broker on store and amqp,
 // and none of broker, queue, exchange, store or amqp may import it.
 // interop holds only tests of the whole broker with real clients.
 var mayImport = map[string][]string{

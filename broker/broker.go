@@ -109,11 +109,23 @@ type Config struct {
 	// commands, given the broker they apply to (a cluster's metadata
 	// group). Nil: the broker applies each command at once.
 	DefinitionLog func(DefinitionMachine) DefinitionLog
+	// Cluster, when set, is the cluster the node is in, for the
+	// management API (clusterview.go).
+	Cluster ClusterView
 	// PagingRatio is the fraction of the memory high watermark above
 	// which the broker is under memory pressure and pages transient
 	// messages out too (default 0.5, RabbitMQ's
 	// vm_memory_high_watermark_paging_ratio).
 	PagingRatio float64
+	// NodeName is this node's name in a cluster ("" = a single node:
+	// every queue is local). With Link, a classic queue lives on the
+	// node its declaration placed it on, and is reached from the others
+	// over the link (link.go).
+	NodeName string
+	// Link reaches the other nodes' brokers (nil = a single node). The
+	// node's cluster port hands the link streams peers open to
+	// Broker.ServeLink.
+	Link Link
 }
 
 func (c *Config) setDefaults() {
@@ -217,6 +229,13 @@ type Broker struct {
 	lastID [16]uint64
 	// defLog orders definition commands (defcmd.go).
 	defLog DefinitionLog
+	// defIndex is the log index of the command being applied by
+	// ApplyDefinitionAt (0 otherwise), recorded with its store write;
+	// storedApplied is the index the store held at recovery (or the last
+	// snapshot restored): the commands up to it are in the stored
+	// definitions already and are skipped (defreplication.go).
+	defIndex      atomic.Uint64
+	storedApplied atomic.Uint64
 	// connIDs finds a connection by its id (mu), for the owner of an
 	// exclusive queue.
 	connIDs map[uint64]*conn
@@ -243,6 +262,9 @@ type Broker struct {
 	// mgmt is what the management API reads besides the entities
 	// (snapshot.go).
 	mgmt mgmtState
+	// links are the node links: this node's to its peers, and those the
+	// peers opened (link.go, linkserve.go).
+	links links
 
 	// Paging (paging.go): paging is set under memory pressure; pageIDs
 	// numbers the queues that spill; pagers counts the queues' pager
@@ -493,6 +515,7 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.closeLinks()
 	b.stopStreams()
 	b.pagerMu.Lock()
 	b.pagersClosed = true

@@ -40,6 +40,22 @@ type consumer struct {
 	timeout int64
 	// stream is the cursor of a consumer of a stream queue (stream.go).
 	stream *queue.StreamConsumer
+	// remote is the link handle of a consumer of a remote queue
+	// (link.go), or of a peer's consumer this node feeds (link set).
+	remote uint64
+	// link, on a queue's home node, is the node link a peer's consumer
+	// is fed over (linkserve.go); ch is then nil.
+	link *linkServer
+}
+
+// serverCancel ends the consumer from the broker's side (its queue was
+// deleted), telling whoever consumes.
+func (cons *consumer) serverCancel() {
+	if cons.link != nil {
+		cons.link.cancelled(cons)
+		return
+	}
+	cons.ch.serverCancel(cons)
 }
 
 // Acquire implements queue.Gate: the connection's outbound cap, then
@@ -54,6 +70,9 @@ type consumer struct {
 // already promised (reserved) but not yet appended: the queue hands out a
 // whole batch of deliveries before any of them is written.
 func (cons *consumer) Acquire(size int) bool {
+	if cons.link != nil {
+		return cons.link.acquire(cons)
+	}
 	ch := cons.ch
 	c := ch.c
 	o := c.out
@@ -170,10 +189,13 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 	if dup {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassBasic, 20, "attempt to reuse consumer tag '%s'", tag)
 	}
+	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
+	if qe.home != nil && err == nil {
+		return ch.consumeRemote(qe, m, tag, prio)
+	}
 	if qe.stream != nil {
 		return ch.consumeStream(qe, m, tag)
 	}
-	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
 	if err != nil {
 		return err
 	}
@@ -275,6 +297,10 @@ func (qe *queueEntity) removeConsumer(cons *consumer) {
 		qe.removeStreamConsumer(cons)
 		return
 	}
+	if qe.home != nil {
+		qe.home.peer.cancelRemote(cons)
+		return
+	}
 	qe.mu.Lock()
 	detach := queue.Cmd{Op: queue.OpDetach, Consumer: cons.ID}
 	_, _ = qe.q.Apply(&detach, nil) // refused only if already detached
@@ -322,6 +348,12 @@ func (qe *queueEntity) dispatchLocked() {
 			continue
 		}
 		cons := qe.consumers[f.Consumer]
+		if cons.link != nil {
+			cons.link.deliverLocked(cons, qe, &f.Entry)
+			qe.stats.countDelivery(cons.NoAck, f.Entry.Redelivered)
+			qe.journalDelivery(cons.NoAck, f.Entry)
+			continue
+		}
 		cons.ch.deliver(cons, qe, f.Entry)
 		cons.ch.c.out.reserved.Add(-deliveryCost(f.Entry.Msg.Size()))
 		qe.stats.countDelivery(cons.NoAck, f.Entry.Redelivered)
@@ -405,6 +437,9 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	}
 	if qe.stream != nil {
 		return streamGetError(qe)
+	}
+	if qe.home != nil {
+		return ch.getRemote(qe, m)
 	}
 	qe.mu.Lock()
 	e, ok, dead := qe.getPagedLocked(m.NoAck)
@@ -550,6 +585,10 @@ func (ch *channel) settle(ps []pending) {
 			j++
 		}
 		qe := ps[i].qe
+		if qe.home != nil {
+			i = ch.settleRemote(linkSettle, ps, i)
+			continue
+		}
 		qe.mu.Lock()
 		if qe.stream != nil {
 			qe.streamSettleLocked(ps[i:j])
@@ -571,6 +610,10 @@ func (ch *channel) requeue(ps []pending) {
 		qe := ps[i].qe
 		if qe.stream != nil {
 			i = ch.streamReturn(ps, i)
+			continue
+		}
+		if qe.home != nil {
+			i = ch.settleRemote(linkReturn, ps, i)
 			continue
 		}
 		j := i + 1

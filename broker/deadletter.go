@@ -212,6 +212,10 @@ func (ch *channel) discard(ps []pending) {
 	ch.releaseGlobal(ps)
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
+		if qe.home != nil {
+			i = ch.settleRemote(linkDiscard, ps, i)
+			continue
+		}
 		j := i + 1
 		for j < len(ps) && ps[j].qe == qe {
 			j++

@@ -76,6 +76,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		if err != nil {
 			return err
 		}
+		if qe.home != nil {
+			return ch.remoteDeclareOk(m.NoWait, qe)
+		}
 		ch.declareOk(m.NoWait, qe)
 		return nil
 	}
@@ -102,7 +105,8 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 			return storeError("queue", err, cls, mth)
 		}
 		r := ch.c.b.propose(&defCmd{Op: opDeclareQueue, VHost: v.name, VHostID: v.storeID, Name: name,
-			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id})
+			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id,
+			Node: ch.c.b.placeQueue(v, name, m.Arguments, m.Exclusive)})
 		if r.err != nil {
 			return r.err
 		}
@@ -125,6 +129,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		return err
 	}
 	ch.lastQueue = name
+	if qe.home != nil {
+		return ch.remoteDeclareOk(m.NoWait, qe)
+	}
 	qe.touch()
 	ch.declareOk(m.NoWait, qe)
 	return nil
@@ -230,6 +237,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	if qe.stream != nil {
 		return streamPurgeError(qe)
 	}
+	if qe.home != nil {
+		return ch.purgeRemote(qe, m)
+	}
 	qe.mu.Lock()
 	n := qe.purgeLocked()
 	qe.mu.Unlock()
@@ -257,7 +267,11 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 		if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
 			return err
 		}
-		n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
+		if qe.home != nil {
+			n, err = ch.deleteRemote(qe, m)
+		} else {
+			n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)
+		}
 		if err != nil {
 			return err
 		}

@@ -222,7 +222,7 @@ func (b *Broker) applyDeleteVHost(c *defCmd) (DefResult, func()) {
 		}
 		for _, d := range queues {
 			for _, cons := range d.conss {
-				cons.ch.serverCancel(cons)
+				cons.serverCancel()
 			}
 		}
 	}
@@ -357,7 +357,11 @@ func (b *Broker) applyDeclareQueue(c *defCmd) DefResult {
 	}
 	qe.initFeatures(v.withPolicies(c.Name, args, settings))
 	v.mu.RUnlock()
-	if c.Exclusive {
+	qe.homeNode = c.Node
+	if !b.local(c.Node) {
+		qe.home = &remoteHome{node: c.Node, peer: b.peer(c.Node)}
+	}
+	if c.Exclusive && qe.home == nil {
 		qe.ownerID = c.Owner
 		b.mu.Lock()
 		qe.owner = b.connIDs[c.Owner]
@@ -376,6 +380,10 @@ func (b *Broker) applyDeclareQueue(c *defCmd) DefResult {
 	v.queues[c.Name] = qe
 	v.mu.Unlock()
 	b.mgmt.queuesCreated.Add(1)
+	if qe.home != nil {
+		// Its timers and streams run on its home node.
+		return DefResult{id: qe.id, qe: qe, v: v}
+	}
 	qe.armUnused()
 	if qe.stream != nil {
 		qe.stream.start(b)
@@ -427,7 +435,7 @@ func (b *Broker) applyDeleteQueue(c *defCmd) DefResult {
 	}
 	b.dropQueueData(qe)
 	for _, cons := range conss {
-		cons.ch.serverCancel(cons)
+		cons.serverCancel()
 	}
 	deleted := []string{"queue " + qe.name}
 	if cascade {

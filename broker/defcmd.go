@@ -121,6 +121,10 @@ type defCmd struct {
 	// set-user-limits merges into User's (a JSON object of integers).
 	// clear-user-limits clears User's limit Name ("all": every one).
 	Value []byte
+	// Node is the home node of a declared queue ("" = the node that
+	// applies the command, as on a single node): there it is a local
+	// queue, elsewhere a remote entry (link.go).
+	Node string
 }
 
 // encode returns the command's encoding (defcodec.go), which

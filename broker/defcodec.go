@@ -22,12 +22,13 @@ const defCmdVersion = 1
 var errDefCmd = errors.New("broker: malformed definition command")
 
 // fields returns pointers to c's fields in encoding order.
-func (c *defCmd) fields() [31]any {
+func (c *defCmd) fields() [32]any {
 	return [...]any{
 		&c.VHost, &c.VHostID, &c.Name, &c.Type, &c.Durable, &c.AutoDelete, &c.Internal, &c.Exclusive,
 		&c.Args, &c.Owner, &c.ID, &c.IfUnused, &c.Force, &c.Source, &c.Dest, &c.ToExchange,
 		&c.Key, &c.User, &c.Hash, &c.HashAlgorithm, &c.Tags, &c.Configure, &c.Write, &c.Read,
 		&c.Exchange, &c.Pattern, &c.ApplyTo, &c.Priority, &c.Definition, &c.Operator, &c.Value,
+		&c.Node,
 	}
 }
 

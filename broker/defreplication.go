@@ -3,8 +3,11 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/warrenmq/warren/store"
 )
 
 // Definitions over a CommandLog. The definitions are one StateMachine
@@ -15,13 +18,42 @@ import (
 
 // DefinitionStateMachine is m as a StateMachine: each command is applied
 // with ApplyDefinition, and the snapshot is SnapshotDefinitions.
-func DefinitionStateMachine(m DefinitionMachine) StateMachine { return defStateMachine{m} }
+func DefinitionStateMachine(m DefinitionMachine) StateMachine { return &defStateMachine{m: m} }
 
-type defStateMachine struct{ m DefinitionMachine }
+// defStateMachine: last is the last index applied or restored (the log's
+// apply goroutine).
+type defStateMachine struct {
+	m    DefinitionMachine
+	last uint64
+}
 
-func (d defStateMachine) Apply(_ uint64, cmd []byte) any { return d.m.ApplyDefinition(cmd) }
+// indexedMachine is a DefinitionMachine that knows which log indexes its
+// stored definitions hold (the Broker): the state machine applies and
+// restores through it, so that a restarted node skips what it stored
+// already.
+type indexedMachine interface {
+	ApplyDefinitionAt(index uint64, cmd []byte) DefResult
+	RestoreDefinitionsAt(index uint64, snap []byte) error
+	RecordDefinitionsApplied(index uint64) error
+}
 
-func (d defStateMachine) Snapshot() (StateSnapshot, error) {
+func (d *defStateMachine) Apply(index uint64, cmd []byte) any {
+	d.last = index
+	if im, ok := d.m.(indexedMachine); ok {
+		return im.ApplyDefinitionAt(index, cmd)
+	}
+	return d.m.ApplyDefinition(cmd)
+}
+
+// Snapshot records the last index applied as stored first: every change
+// up to it that the store holds is stored, so a restart never needs this
+// snapshot (or the entries it covers) again.
+func (d *defStateMachine) Snapshot() (StateSnapshot, error) {
+	if im, ok := d.m.(indexedMachine); ok && d.last != 0 {
+		if err := im.RecordDefinitionsApplied(d.last); err != nil {
+			return nil, err
+		}
+	}
 	snap, err := d.m.SnapshotDefinitions()
 	if err != nil {
 		return nil, err
@@ -29,12 +61,199 @@ func (d defStateMachine) Snapshot() (StateSnapshot, error) {
 	return bytesSnapshot(snap), nil
 }
 
-func (d defStateMachine) Restore(_ uint64, r io.Reader) error {
+func (d *defStateMachine) Restore(index uint64, r io.Reader) error {
 	snap, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
+	d.last = index
+	if im, ok := d.m.(indexedMachine); ok {
+		return im.RestoreDefinitionsAt(index, snap)
+	}
 	return d.m.RestoreDefinitions(snap)
+}
+
+// Restart without applying twice. The broker stores each definition change
+// in its own records as it applies the command; with a log index (a
+// replicated command), the store write also records the index
+// (store.UpdateApplied). At start the broker recovers its definitions (and
+// the messages of durable queues) from the store as a single node does, and
+// the log, which replays the entries after its last snapshot, finds the
+// commands up to the recorded index already in them: ApplyDefinitionAt skips
+// those, and RestoreDefinitionsAt a snapshot no newer. A command whose apply
+// wrote nothing (a refusal, a transient object) is replayed, which gives the
+// same stored state.
+
+// ErrRestoreOverQueues is returned by RestoreDefinitionsAt for a snapshot
+// that would replace definitions on a node that has queues: a node that fell
+// behind its log's snapshot while it held queues. Its data dir must be
+// emptied and the node joined again.
+var ErrRestoreOverQueues = errors.New("broker: a definitions snapshot cannot replace this node's queues (the node fell behind the cluster's log); empty its data dir and join it again")
+
+// ApplyDefinitionAt applies the command at index of a replicated log: as
+// ApplyDefinition, with index recorded in the store write, and skipped
+// (an empty result) when the stored definitions hold it already.
+func (b *Broker) ApplyDefinitionAt(index uint64, enc []byte) DefResult {
+	if index != 0 && index <= b.storedApplied.Load() {
+		return DefResult{}
+	}
+	c, err := decodeDefCmd(enc)
+	if err != nil {
+		return DefResult{err: err}
+	}
+	b.defMu.Lock()
+	b.defIndex.Store(index)
+	r, after := b.applyLocked(c)
+	b.defIndex.Store(0)
+	b.defMu.Unlock()
+	if after != nil {
+		after()
+	}
+	return r
+}
+
+// RestoreDefinitionsAt replaces the definitions with snap, taken at index of
+// a replicated log: nothing to do when the stored definitions hold index
+// already or equal snap; otherwise, on a broker without queues (a node that
+// joins), the snapshot replaces every definition, in memory and in the
+// store (records not in it deleted), with index recorded.
+func (b *Broker) RestoreDefinitionsAt(index uint64, snap []byte) error {
+	b.recoverOnce.Do(func() {})
+	if index <= b.storedApplied.Load() {
+		return nil
+	}
+	cur, err := b.SnapshotDefinitions()
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(cur, snap) {
+		if st := b.cfg.Store; st != nil {
+			if err := st.UpdateApplied(index, nil, nil); err != nil {
+				return err
+			}
+		}
+		b.storedApplied.Store(index)
+		return nil
+	}
+	if b.hasQueues() {
+		return ErrRestoreOverQueues
+	}
+	var dels []store.DefRef
+	if st := b.cfg.Store; st != nil {
+		defs, err := st.LoadDefinitions()
+		if err != nil {
+			return err
+		}
+		dels = definitionRefs(defs)
+	}
+	if err := b.restoreDefinitions(snap, index, dels); err != nil {
+		return err
+	}
+	b.storedApplied.Store(index)
+	return nil
+}
+
+// RecordDefinitionsApplied records index as applied in the store: the
+// definitions in memory, whose durable part the store holds, are those of
+// the log up to index.
+func (b *Broker) RecordDefinitionsApplied(index uint64) error {
+	if index <= b.storedApplied.Load() {
+		return nil
+	}
+	if st := b.cfg.Store; st != nil {
+		if err := st.UpdateApplied(index, nil, nil); err != nil {
+			return err
+		}
+	}
+	b.storedApplied.Store(index)
+	return nil
+}
+
+// hasQueues reports whether any vhost has a queue.
+func (b *Broker) hasQueues() bool {
+	b.mu.Lock()
+	vhosts := make([]*vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vhosts = append(vhosts, v)
+	}
+	b.mu.Unlock()
+	for _, v := range vhosts {
+		v.mu.RLock()
+		n := len(v.queues)
+		v.mu.RUnlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// definitionRefs names every record of d.
+func definitionRefs(d *store.Definitions) []store.DefRef {
+	refs := []store.DefRef{}
+	add := func(k store.Kind, id uint64) { refs = append(refs, store.DefRef{Kind: k, ID: id}) }
+	for _, x := range d.VHosts {
+		add(store.KindVHost, x.ID)
+	}
+	for _, x := range d.Users {
+		add(store.KindUser, x.ID)
+	}
+	for _, x := range d.Permissions {
+		add(store.KindPermission, x.ID)
+	}
+	for _, x := range d.TopicPermissions {
+		add(store.KindTopicPermission, x.ID)
+	}
+	for _, x := range d.GlobalParameters {
+		add(store.KindGlobalParameter, x.ID)
+	}
+	for _, x := range d.Policies {
+		add(store.KindPolicy, x.ID)
+	}
+	for _, x := range d.Exchanges {
+		add(store.KindExchange, x.ID)
+	}
+	for _, x := range d.Queues {
+		add(store.KindQueue, x.ID)
+	}
+	for _, x := range d.Bindings {
+		add(store.KindBinding, x.ID)
+	}
+	return refs
+}
+
+// staleRecords returns the refs in have that no record of keep names.
+func staleRecords(have []store.DefRef, keep []any) []store.DefRef {
+	kept := make(map[store.DefRef]bool, len(keep))
+	for _, r := range keep {
+		switch x := r.(type) {
+		case *store.VHost:
+			kept[store.DefRef{Kind: store.KindVHost, ID: x.ID}] = true
+		case *store.User:
+			kept[store.DefRef{Kind: store.KindUser, ID: x.ID}] = true
+		case *store.Permission:
+			kept[store.DefRef{Kind: store.KindPermission, ID: x.ID}] = true
+		case *store.TopicPermission:
+			kept[store.DefRef{Kind: store.KindTopicPermission, ID: x.ID}] = true
+		case *store.GlobalParameter:
+			kept[store.DefRef{Kind: store.KindGlobalParameter, ID: x.ID}] = true
+		case *store.Policy:
+			kept[store.DefRef{Kind: store.KindPolicy, ID: x.ID}] = true
+		case *store.Exchange:
+			kept[store.DefRef{Kind: store.KindExchange, ID: x.ID}] = true
+		case *store.Queue:
+			kept[store.DefRef{Kind: store.KindQueue, ID: x.ID}] = true
+		case *store.Binding:
+			kept[store.DefRef{Kind: store.KindBinding, ID: x.ID}] = true
+		}
+	}
+	out := []store.DefRef{}
+	for _, r := range have {
+		if !kept[r] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // bytesSnapshot is a snapshot already encoded.

@@ -96,6 +96,7 @@ type snapQueue struct {
 	Exclusive  bool           `json:"warren_exclusive,omitempty"`
 	RawArgs    []byte         `json:"warren_arguments,omitempty"`
 	ID         uint64         `json:"warren_id"`
+	Node       string         `json:"node,omitempty"`
 }
 
 type snapExchange struct {
@@ -195,7 +196,7 @@ func (v *vhost) snapshotInto(s *snapshotDefs) error {
 		}
 		s.Queues = append(s.Queues, snapQueue{Name: qe.name, VHost: v.name, Durable: qe.durable,
 			AutoDelete: qe.autoDelete, Type: qe.typeName(), Arguments: amqp.TableJSON(qe.args), Exclusive: qe.exclusive,
-			RawArgs: raw, ID: qe.id})
+			RawArgs: raw, ID: qe.id, Node: qe.homeNode})
 		if qe.exclusive {
 			s.Owners[v.name+"\x00"+qe.name] = qe.ownerID
 		}
@@ -261,6 +262,13 @@ func (s *snapshotDefs) sort() {
 // store that holds no definitions yet.
 func (b *Broker) RestoreDefinitions(snap []byte) error {
 	b.recoverOnce.Do(func() {})
+	return b.restoreDefinitions(snap, 0, nil)
+}
+
+// restoreDefinitions is RestoreDefinitions that also deletes the store
+// records dels and records index as the last command applied, in the
+// snapshot's store write.
+func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefRef) error {
 	var s snapshotDefs
 	if err := json.Unmarshal(snap, &s); err != nil {
 		return fmt.Errorf("broker: reading a definitions snapshot: %w", err)
@@ -304,7 +312,7 @@ func (b *Broker) RestoreDefinitions(snap []byte) error {
 	}
 	for _, x := range s.Queues {
 		defs.Queues = append(defs.Queues, store.Queue{ID: x.ID, VHost: x.VHost, Name: x.Name, Durable: x.Durable,
-			Exclusive: x.Exclusive, AutoDelete: x.AutoDelete, Args: x.RawArgs, Type: x.Type})
+			Exclusive: x.Exclusive, AutoDelete: x.AutoDelete, Args: x.RawArgs, Type: x.Type, Node: x.Node})
 	}
 	for _, x := range s.Bindings {
 		defs.Bindings = append(defs.Bindings, store.Binding{ID: x.ID, VHost: x.VHost, Source: x.Source,
@@ -313,11 +321,17 @@ func (b *Broker) RestoreDefinitions(snap []byte) error {
 	}
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
-	if err := b.storeDefs(snapshotRecords(defs), nil); err != nil {
+	if dels != nil {
+		dels = staleRecords(dels, snapshotRecords(defs))
+	}
+	b.defIndex.Store(index)
+	err := b.storeDefs(snapshotRecords(defs), dels)
+	b.defIndex.Store(0)
+	if err != nil {
 		return fmt.Errorf("broker: storing a definitions snapshot: %w", err)
 	}
 	b.mu.Lock()
-	err := b.installDefinitionsLocked(defs, lastIDs, false)
+	err = b.installDefinitionsLocked(defs, lastIDs, false)
 	b.mu.Unlock()
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func (b *Broker) takeID(kind store.Kind, id uint64) {
 // made in memory only once it is stored, so a failed write changes nothing.
 func (b *Broker) storeDefs(puts []any, dels []store.DefRef) error {
 	if st := b.cfg.Store; st != nil && (len(puts) > 0 || len(dels) > 0) {
-		return st.Update(puts, dels)
+		return st.UpdateApplied(b.defIndex.Load(), puts, dels)
 	}
 	return nil
 }
@@ -57,7 +57,7 @@ func exchangeRecord(v *vhost, ex *exchangeEntity, args []byte) *store.Exchange {
 // queueRecord is the store record of qe, a durable queue of v.
 func queueRecord(v *vhost, qe *queueEntity, args []byte) *store.Queue {
 	return &store.Queue{ID: qe.storeID, VHost: v.name, Name: qe.name, Durable: true, Exclusive: qe.exclusive,
-		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName()}
+		AutoDelete: qe.autoDelete, Args: args, Type: qe.typeName(), Node: qe.node()}
 }
 
 // bindingRecord is the store record of binding bn from source in v.

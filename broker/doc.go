@@ -19,6 +19,48 @@
 //
 //	Broker.defMu → Broker.mu → vhost.mu → vhost.bindMu
 //	vhost.mu → queueEntity.mu → channel.mu → outbound.mu
+//	queueEntity.mu → linkPeer.mu, linkServer.mu → linkWriter.mu
+//
+// # Remote queues
+//
+// With Config.NodeName and Config.Link (a cluster), a classic queue lives on
+// one node, its home: placeQueue picks it when the queue is declared
+// (x-queue-leader-locator or the queue-leader-locator policy: client-local,
+// the default, or balanced), and the declare command carries it
+// (defCmd.Node), so every node applies the same placement. The home node
+// has a plain local queue; every other node a remote entry (queueEntity.home
+// set, its queue state empty and unused): its name is taken, bindings route
+// to it, the management API lists it with its node. What a client does
+// with a remote entry goes to the home node over the node link (link.go,
+// framing in linkproto.go), one stream per pair of brokers in each
+// direction, which the home node serves (ServeLink, linkserve.go):
+//
+//   - a publish routed to it is appended to the link under the entry's lock
+//     (no I/O: the link's writer goroutine writes many frames per write);
+//     with confirms, its confirm waits for the home node's reply, sent once
+//     the message is enqueued there and, if durable, journaled;
+//   - basic.consume attaches a consumer on the home node whose deliveries
+//     come over the link, under the same per-consumer prefetch (enforced by
+//     the home queue); acks, nacks, rejects and requeues (including those of
+//     a closing channel) go back as settlements of the home queue's message
+//     ids; basic.get, and queue.declare (counts), purge and delete
+//     (if-unused, if-empty and the count) are requests answered by the home
+//     node;
+//   - what the link delivered and did not have settled is returned to its
+//     queue when the link ends, as a closed channel's deliveries are;
+//   - while the home node is unreachable the queue answers 404 "home node
+//     '…' of durable queue '…' in vhost '…' is down or inaccessible",
+//     routing to it drops (or returns, with mandatory), and this node's
+//     consumers of it are cancelled (basic.cancel, for clients that take
+//     it); the link redials, and the queue serves again once it is back.
+//
+// Flow control: a link's writer holds at most 64 MiB; over 4 MiB the
+// publishers that use it are held back as by a deep queue, and the home
+// node's link consumers get no credit until it drains. The home node
+// stops reading a link while a queue it publishes to is over the flow
+// mark. Not yet: the channel-wide prefetch (basic.qos global) is not
+// applied to remote consumers, nor does a no-ack remote consumer's
+// delivery wait for room in its client's outbound buffer.
 //
 // # Queue commands and their effects
 //

@@ -85,6 +85,11 @@ func (b *Broker) recover() error {
 	if defs.Corrupt > 0 {
 		b.log.Warn("skipped corrupt definition records", zap.Int("count", defs.Corrupt))
 	}
+	applied, err := st.DefinitionsApplied()
+	if err != nil {
+		return fmt.Errorf("broker: loading definitions: %w", err)
+	}
+	b.storedApplied.Store(applied)
 	if len(defs.VHosts) == 0 && len(defs.Users) == 0 {
 		b.defMu.Lock()
 		for k, id := range st.LastIDs() {
@@ -171,7 +176,14 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 			qe.storeID = q.ID
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
+		qe.homeNode = q.Node
+		if !b.local(q.Node) {
+			qe.home = &remoteHome{node: q.Node, peer: b.peer(q.Node)}
+		}
 		v.queues[q.Name] = qe
+		if qe.home != nil {
+			continue
+		}
 		if !recovering {
 			qe.armUnusedLocked()
 			if qe.stream != nil {

@@ -51,6 +51,7 @@ var (
 		"delivery-limit": "nonneg", "consumer-timeout": "nonneg", "overflow": "overflow",
 		"dead-letter-exchange": "string", "dead-letter-routing-key": "string", "alternate-exchange": "string",
 		"max-age": "maxage", "stream-max-segment-size-bytes": "nonneg",
+		"queue-leader-locator": "string",
 	}
 	operatorKeys = map[string]bool{
 		"message-ttl": true, "expires": true, "max-length": true, "max-length-bytes": true, "delivery-limit": true,

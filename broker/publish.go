@@ -292,8 +292,14 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 	ttl, now := messageTTL(msg.Header), int64(0)
 	var dead []*queueEntity
 	for _, qe := range targets {
+		if qe.home != nil {
+			qe.home.peer.awaitFirst()
+		}
 		qe.mu.Lock()
-		if !qe.deleted {
+		if qe.home != nil {
+			// A remote queue: routed if its home node takes it (link.go).
+			routed = !qe.deleted && ch.forwardLocked(qe, msg, confirmSeq, &throttle) || routed
+		} else if !qe.deleted {
 			routed = true
 			if ch.enqueueLocked(qe, msg, ttl, &now, confirmSeq, true, &throttle) {
 				dead = append(dead, qe)
@@ -314,6 +320,10 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 // and sets *throttle to the backlog of a queue over the flow-control
 // mark. Hold qe.mu.
 func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) (dead bool) {
+	if qe.home != nil {
+		ch.forwardLocked(qe, msg, confirmSeq, throttle)
+		return false
+	}
 	if qe.stream != nil {
 		if t := ch.publishStreamLocked(qe, msg, confirmSeq); t != nil && *throttle == nil {
 			*throttle = t

@@ -150,6 +150,14 @@ func (qe *queueEntity) settleRunLocked(op queue.Op, ps []pending) bool {
 	return dead
 }
 
+// discardLocked rejects the delivery of message seq without requeue
+// (dead-lettered when the queue has a dead-letter exchange). It reports
+// whether flushDead has work. Hold qe.mu.
+func (qe *queueEntity) discardLocked(seq uint64) bool {
+	cmd := queue.Cmd{Op: queue.OpDiscard, Seq: seq}
+	return qe.applyLocked(&cmd)
+}
+
 // returnLocked puts the delivery of message seq back, or dead-letters it
 // when it has expired or passed the delivery limit. It reports whether
 // flushDead has work. Hold qe.mu.

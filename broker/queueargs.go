@@ -88,7 +88,7 @@ func intArgValue(v any) (int64, string) {
 // x-delivery-limit is deliberately not among them: Warren supports it.
 var classicUnsupportedArgs = []string{
 	"x-max-in-memory-length", "x-max-in-memory-bytes", "x-quorum-initial-group-size",
-	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size", "x-queue-leader-locator",
+	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size",
 }
 
 // parseQueueArgs validates the declare arguments of queue name and returns

@@ -68,6 +68,8 @@ type QueueInfo struct {
 	Stream *StreamInfo
 	// Type is the queue type: classic, quorum or stream.
 	Type string
+	// Node is the queue's home node in a cluster ("" on a single node).
+	Node string
 }
 
 // ExchangeInfo describes an exchange.
@@ -223,7 +225,7 @@ func (v *vhost) queueEntities() []*queueEntity {
 func (qe *queueEntity) info() (QueueInfo, bool) {
 	qi := QueueInfo{
 		VHost: qe.vhost.name, Name: qe.name, Durable: qe.durable, AutoDelete: qe.autoDelete,
-		Exclusive: qe.exclusive, Arguments: maps.Clone(qe.args),
+		Exclusive: qe.exclusive, Arguments: maps.Clone(qe.args), Node: qe.homeNode,
 	}
 	if qe.owner != nil {
 		qi.Owner = connName(qe.owner)
@@ -500,9 +502,15 @@ func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
 		if !ok {
 			continue
 		}
+		conn, chID := "", uint16(0)
+		if cons.link != nil {
+			conn = "node link from " + cons.link.peer
+		} else {
+			conn, chID = connName(cons.ch.c), cons.ch.id
+		}
 		out = append(out, ConsumerInfo{
 			VHost: qe.vhost.name, Queue: qe.name, Tag: qc.Tag,
-			Connection: connName(cons.ch.c), Channel: cons.ch.id,
+			Connection: conn, Channel: chID,
 			AckRequired: !qc.NoAck, Exclusive: qc.Exclusive, Prefetch: qc.Prefetch,
 			Priority: qc.Priority, Unacked: qc.Unacked(),
 		})

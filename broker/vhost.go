@@ -162,7 +162,15 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
+	// home is set on a remote entry: the queue lives on another node
+	// (link.go). Set before the entry is visible, never changed.
+	home *remoteHome
+	// homeNode is the queue's node as placed ("" on a single node).
+	homeNode string
 }
+
+// node is the name of the queue's home node ("" on a single node).
+func (qe *queueEntity) node() string { return qe.homeNode }
 
 func newVHost(b *Broker, name string) *vhost {
 	v := &vhost{

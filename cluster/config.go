@@ -26,8 +26,8 @@ type Config struct {
 	// server address). Default: the listening address, with the host name
 	// when ClusterAddr's host is empty or unspecified.
 	Advertise string
-	// Join lists seed nodes' cluster addresses. The node does not act on it
-	// yet: membership (joining through a seed) comes with the metadata group.
+	// Join lists seed nodes' cluster addresses (RaftLog.Join asks them to
+	// add the node).
 	Join []string
 	// SecretFile holds the shared cluster secret (as RabbitMQ's Erlang
 	// cookie): at least 16 bytes once surrounding white space is trimmed,

@@ -1,14 +1,52 @@
-// Package cluster will make several Warren nodes one broker: it implements the
-// replication interfaces the broker declares (broker/replication.go) with
+// Package cluster makes several Warren nodes one broker: it provides what the
+// replication interfaces the broker declares (broker/replication.go) need,
+// which cmd/warren adapts to them, with
 // Raft (github.com/hashicorp/raft), one metadata group and a bounded pool of
 // data groups, whose logs live in the node's store (store.Log) and go through
 // its one group-commit writer.
 //
-// What is here so far: a node's cluster port and identity (Node, Config), the
-// Raft transport of each group over that port (Node.Transport), and the Raft
-// log and stable store over store.Log (RaftStore). The metadata group,
-// membership (Config.Join, ctl join/leave) and the broker link's protocol come
-// next.
+// What is here: a node's cluster port and identity (Node, Config), the Raft
+// transport of each group over that port (Node.Transport), the Raft log and
+// stable store over store.Log (RaftStore), and the metadata group (RaftLog):
+// a replicated command log driving a StateMachine (cmd/warren gives it the
+// broker's definitions), with forwarding to the leader, snapshots and
+// membership (Join, Remove, Status), and the broker link (BrokerLink, which
+// implements broker.Link and follows the metadata group's members). The
+// package never imports the broker: cmd/warren adapts the broker's
+// StateMachine and CommandLog to these, and wires BrokerLink and
+// Node.HandleLink to the broker.
+//
+// # Metadata group
+//
+// RaftLog runs one hashicorp/raft group. Propose wraps the command in an
+// envelope (a random 16-byte request id, then the command), registers a
+// waiter for the id and submits it: raft's Apply on the leader, or a
+// forward to the leader over an 'M' stream elsewhere. The call returns
+// when this node's FSM applies the entry with that id (read your writes),
+// with the state machine's result on this node. A forward whose outcome is
+// unknown (the leader died, the stream broke) is retried, with the same id,
+// on whichever leader comes next, until ProposeTimeout; the FSM keeps the
+// ids of the last 65,536 commands (in its snapshots too) and skips an id it
+// has applied, so a command committed twice takes effect once. A proposal
+// that never reached a leader fails with ErrNoQuorum (no effect); one that
+// may have fails with ErrUnconfirmed (outcome unknown).
+//
+// Snapshots are raft's (FileSnapshotStore, SnapshotThreshold entries
+// apart, TrailingLogs kept); each starts with the last command index and
+// the remembered request ids. The founding node (Start with bootstrap and
+// no Raft state) takes a first snapshot of its state once it leads, with
+// the log compacted behind it, and accepts joins only then: its definitions
+// from before the cluster are in no log entry, so joining nodes must start
+// from that snapshot.
+//
+// Restart: the broker records with each stored change the index of the
+// entry (store.UpdateApplied), and skips entries and snapshots up to the
+// index it recovered (broker/defreplication.go), so raft's replay after a
+// restart applies nothing twice.
+//
+// Membership requests go to the leader over 'M' streams: join (AddVoter,
+// asked of a seed, which forwards to its leader), remove (RemoveServer),
+// and info (a node's own status, for Status).
 //
 // # Cluster port
 //
@@ -51,9 +89,39 @@
 //	'R' group(8, big-endian)   a Raft connection of that group
 //	'L'                        the node-to-node broker link (Node.HandleLink,
 //	                           Node.DialLink; the handler gets the peer's name)
+//	'M' op(1) len(4) payload   one request of the metadata group (raftrpc.go),
+//	                           answered status(1) len(4) payload
 //
 // A Raft stream for a group the node does not run, or a stream of an unknown
 // kind, is closed.
+//
+// # Broker link
+//
+// BrokerLink is broker.Config.Link: Dial(node) opens an 'L' stream to the
+// named node (its address from SetPeer), and that node's HandleLink
+// handler gives the stream to its broker (broker.Broker.ServeLink). Each
+// broker opens one stream to each peer it needs, for the queues homed
+// there. The broker owns what a link stream carries (broker/linkproto.go),
+// since this package never imports it:
+//
+//	frame   length(4, big-endian, of type and payload) | type(1) | payload
+//	fields  integers as uvarints; strings and bytes as uvarint length and
+//	        bytes; flags as one byte
+//
+// Requests, from the node whose client acts: 'P' publish (request id, 0 for
+// none; queue id, vhost, queue; exchange, routing key, content header,
+// body), 'C' consume (handle, queue, tag, no-ack/exclusive flags,
+// prefetch, priority), 'X' cancel, 'S' settle (ack, requeue or discard;
+// queue; message ids), 'G' get, 'Q' status (ready messages and consumers),
+// 'U' purge. From the queue's home node: 'R' reply (request id, AMQP reply
+// code or 0, text, two counts, and for a get the message), 'D' delivery
+// (handle, message id, redelivered, message), 'K' consumer cancelled.
+// Queues are named by id, vhost and name, so a queue deleted and declared
+// again is not mistaken for the old one. Frames are appended to a buffer
+// under a lock and written by one goroutine per stream, many frames per
+// write; the buffer is bounded (publishers held back over 4 MiB, refused
+// over 64 MiB), and yamux's per-stream window carries the backpressure
+// of a home node that stops reading.
 //
 // # Raft transport
 //

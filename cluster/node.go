@@ -26,6 +26,9 @@ const (
 	streamRaft = 'R'
 	// streamLink carries the node-to-node broker link: 'L'.
 	streamLink = 'L'
+	// streamMeta carries one request of the metadata group (raftrpc.go):
+	// a forwarded proposal, a join or removal, a node's status: 'M'.
+	streamMeta = 'M'
 )
 
 var (
@@ -60,6 +63,7 @@ type Node struct {
 	pending map[net.Conn]struct{}
 	groups  map[uint64]*streamLayer
 	link    LinkHandler
+	meta    LinkHandler
 	// refusals: when each refusal was last logged at Warn (refused)
 	refusals map[string]time.Time
 }
@@ -409,7 +413,16 @@ func (n *Node) session(addr string, timeout time.Duration) (*session, error) {
 
 // dial connects to addr, authenticates, and installs the session.
 func (n *Node) dial(addr string, timeout time.Duration) error {
-	raw, err := net.DialTimeout("tcp", addr, timeout)
+	// Dial from the cluster port's address when it names one, so that
+	// peers (and firewalls) see a node's connections come from its own
+	// address.
+	d := net.Dialer{Timeout: timeout}
+	if host, _, err := net.SplitHostPort(n.cfg.ClusterAddr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+	}
+	raw, err := d.Dial("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("cluster: dial %s: %w", addr, err)
 	}
@@ -519,10 +532,13 @@ func (n *Node) serveStream(s *session, st *yamux.Stream) {
 		case <-n.done:
 			st.Close()
 		}
-	case streamLink:
+	case streamLink, streamMeta:
 		_ = st.SetReadDeadline(time.Time{})
 		n.mu.Lock()
 		h := n.link
+		if kind[0] == streamMeta {
+			h = n.meta
+		}
 		n.mu.Unlock()
 		if h != nil {
 			h(s.name, st)

@@ -13,13 +13,14 @@ as_root() {
     echo "need root to install: $*" >&2; return 1; fi
 }
 
-step "installing the interop clients (Debian: python3-pika amqp-tools nodejs npm chromium; npm: amqplib)"
+step "installing the interop clients (Debian: python3-pika amqp-tools nodejs npm chromium iptables; npm: amqplib)"
 need_pkgs=()
 [ -d /usr/lib/python3/dist-packages/pika ] || need_pkgs+=(python3-pika)
 [ -x /usr/bin/amqp-publish ] || need_pkgs+=(amqp-tools)
 command -v node >/dev/null || need_pkgs+=(nodejs)
 command -v npm >/dev/null || need_pkgs+=(npm)
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium) # web/browser_test.go drives the console
+command -v iptables >/dev/null || need_pkgs+=(iptables) # cluster/partition_test.go cuts a node off
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null

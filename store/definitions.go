@@ -97,6 +97,8 @@ type Queue struct {
 	Durable, Exclusive, AutoDelete bool
 	Args                           []byte
 	Type                           string
+	// Node is the queue's home node in a cluster ("" = this node).
+	Node string
 }
 
 // Binding binds Source (an exchange) to Destination, a queue or an exchange.
@@ -279,12 +281,21 @@ func (q *Queue) appendTo(b []byte) []byte {
 	b = appendBool(b, q.Exclusive)
 	b = appendBool(b, q.AutoDelete)
 	b = appendBytes(b, q.Args)
-	return appendString(b, q.Type)
+	b = appendString(b, q.Type)
+	if q.Node != "" {
+		// Appended: records written before it have none.
+		b = appendString(b, q.Node)
+	}
+	return b
 }
 
 func decodeQueue(id uint64, d *decoder) Queue {
-	return Queue{ID: id, VHost: d.string(), Name: d.string(),
+	q := Queue{ID: id, VHost: d.string(), Name: d.string(),
 		Durable: d.bool(), Exclusive: d.bool(), AutoDelete: d.bool(), Args: d.bytes(), Type: d.string()}
+	if d.err == nil && len(d.b) > 0 {
+		q.Node = d.string()
+	}
+	return q
 }
 
 func (x *Binding) kind() Kind      { return KindBinding }
@@ -353,7 +364,7 @@ func (s *Store) Put(def any) (uint64, error) {
 	if !ok || reflect.ValueOf(d).IsNil() {
 		return 0, fmt.Errorf("%w: %T", ErrUnknownKind, def)
 	}
-	if err := s.update([]definition{d}, nil, false); err != nil {
+	if err := s.update([]definition{d}, nil, false, 0); err != nil {
 		return 0, err
 	}
 	return d.id(), nil
@@ -365,7 +376,7 @@ func (s *Store) Delete(kind Kind, id uint64) error {
 	if !kind.valid() {
 		return fmt.Errorf("%w: %s", ErrUnknownKind, kind)
 	}
-	return s.update(nil, []DefRef{{kind, id}}, true)
+	return s.update(nil, []DefRef{{kind, id}}, true, 0)
 }
 
 // Update stores puts (each as Put would: an ID of 0 gets a new id, set in the
@@ -391,13 +402,64 @@ func (s *Store) Update(puts []any, dels []DefRef) error {
 	if len(defs) == 0 && len(dels) == 0 {
 		return nil
 	}
-	return s.update(defs, dels, false)
+	return s.update(defs, dels, false, 0)
+}
+
+// UpdateApplied is Update that also records index as the last replicated
+// definition command applied, in the same transaction: a node that restarts
+// knows which commands of its log its stored definitions already hold
+// (DefinitionsApplied). index 0 records nothing.
+func (s *Store) UpdateApplied(index uint64, puts []any, dels []DefRef) error {
+	defs := make([]definition, len(puts))
+	for i, p := range puts {
+		d, ok := p.(definition)
+		if !ok || reflect.ValueOf(d).IsNil() {
+			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
+		}
+		defs[i] = d
+	}
+	for _, r := range dels {
+		if !r.Kind.valid() {
+			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
+		}
+	}
+	if len(defs) == 0 && len(dels) == 0 && index == 0 {
+		return nil
+	}
+	return s.update(defs, dels, false, index)
+}
+
+// DefinitionsApplied is the index UpdateApplied last recorded (0: none).
+func (s *Store) DefinitionsApplied() (uint64, error) {
+	var index uint64
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(appliedKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			rec, err := openRecord(v)
+			if err != nil {
+				return err
+			}
+			x, n := binary.Uvarint(rec)
+			if n <= 0 {
+				return fmt.Errorf("store: applied index record of %d bytes", len(rec))
+			}
+			index = x
+			return nil
+		})
+	})
+	return index, err
 }
 
 // update is Put, Delete and Update: one transaction (split only when Badger says it is
 // too big), one sync. With mustExist, a delete of a missing record fails with
 // ErrNotFound.
-func (s *Store) update(puts []definition, dels []DefRef, mustExist bool) error {
+func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied uint64) error {
 	s.defWrites.Add(1)
 	if h := s.defHook.Load(); h != nil {
 		if err := (*h)(); err != nil {
@@ -459,6 +521,12 @@ func (s *Store) update(puts []definition, dels []DefRef, mustExist bool) error {
 		}
 		c := sealRecord(binary.AppendUvarint(beginRecord(nil), last[k]))
 		if err := write(func(txn *badger.Txn) error { return txn.Set(counterKey(k), c) }); err != nil {
+			return fmt.Errorf("store: %s: %w", what(), err)
+		}
+	}
+	if applied != 0 {
+		c := sealRecord(binary.AppendUvarint(beginRecord(nil), applied))
+		if err := write(func(txn *badger.Txn) error { return txn.Set(appliedKey, c) }); err != nil {
 			return fmt.Errorf("store: %s: %w", what(), err)
 		}
 	}

@@ -323,3 +323,32 @@ func TestUserLimitsRoundTrip(t *testing.T) {
 		t.Fatalf("users:\n got %+v\nwant %+v", got.Users, users)
 	}
 }
+
+// TestQueueNode: a queue record keeps its home node; a record without one
+// (written before nodes, or on a single node) loads with none.
+func TestQueueNode(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	for _, q := range []*Queue{
+		{VHost: "/", Name: "homed", Durable: true, Type: "classic", Node: "warren@a"},
+		{VHost: "/", Name: "plain", Durable: true, Type: "classic"},
+	} {
+		if _, err := s.Put(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustClose(t, s)
+	s = openTest(t, dir)
+	defer mustClose(t, s)
+	d, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, q := range d.Queues {
+		got[q.Name] = q.Node
+	}
+	if len(got) != 2 || got["homed"] != "warren@a" || got["plain"] != "" || d.Corrupt != 0 {
+		t.Fatalf("queues loaded with nodes %v (%d corrupt), want homed on warren@a, plain on none", got, d.Corrupt)
+	}
+}

@@ -70,3 +70,7 @@ func defKey(kind Kind, id uint64) []byte {
 func defPrefix(kind Kind) []byte { return []byte{prefixDef, byte(kind)} }
 
 func counterKey(kind Kind) []byte { return []byte{prefixCounter, byte(kind)} }
+
+// appliedKey holds the index of the last replicated definition command
+// whose effect is stored (UpdateApplied): 'c' 0, beside the id counters.
+var appliedKey = []byte{prefixCounter, 0}

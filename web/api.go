@@ -86,6 +86,10 @@ func (s *Server) apiRoutes() []route {
 	h("PUT /api/cluster-name", levelAdmin, s.putClusterName)
 	h("GET /api/nodes", levelMonitoring, s.getNodes)
 	h("GET /api/nodes/{node}", levelMonitoring, s.getNode)
+	h("GET /api/cluster/status", levelMonitoring, s.getClusterStatus)
+	h("POST /api/cluster/join", levelAdmin, s.postClusterJoin)
+	h("POST /api/cluster/leave", levelAdmin, s.postClusterLeave)
+	h("DELETE /api/cluster/nodes/{node}", levelAdmin, s.deleteClusterNode)
 	h("GET /api/whoami", levelManagement, s.getWhoami)
 
 	h("GET /api/connections", levelManagement, s.getConnections)

@@ -70,7 +70,7 @@ func (s *Server) getOverview(w http.ResponseWriter, r *http.Request, p *principa
 		"product_name":        "Warren",
 		"product_version":     broker.Version,
 		"cluster_name":        s.clusterName(),
-		"node":                nodeName(),
+		"node":                s.selfName(),
 		"erlang_version":      runtime.Version(),
 		"erlang_full_version": runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
 		"rates_mode":          "basic",
@@ -269,12 +269,36 @@ func (s *Server) getNodes(w http.ResponseWriter, r *http.Request, p *principal) 
 	if !ok {
 		return
 	}
+	if v := s.b.Cluster(); v != nil {
+		items, err := s.clusterNodeItems(r, rs, v)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "cluster_unavailable", err.Error())
+			return
+		}
+		writeList(w, r, items)
+		return
+	}
 	writeList(w, r, []item{s.nodeJSON(rs)})
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request, p *principal) {
 	rs, ok := requestRanges(w, r)
 	if !ok {
+		return
+	}
+	if v := s.b.Cluster(); v != nil {
+		items, err := s.clusterNodeItems(r, rs, v)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "cluster_unavailable", err.Error())
+			return
+		}
+		for _, it := range items {
+			if it["name"] == pathValue(r, "node") {
+				writeJSON(w, http.StatusOK, it)
+				return
+			}
+		}
+		notFound(w)
 		return
 	}
 	if pathValue(r, "node") != nodeName() {

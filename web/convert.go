@@ -175,6 +175,9 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["exclusive"] = q.Exclusive
 	it["arguments"] = amqp.TableJSON(q.Arguments)
 	it["node"] = nodeName()
+	if q.Node != "" {
+		it["node"] = q.Node
+	}
 	it["state"] = "running"
 	it["type"] = orDefault(q.Type, "classic")
 	it["policy"] = orNil(pol)

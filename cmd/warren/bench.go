@@ -25,9 +25,11 @@ func benchCommand() *cli.Command {
 		Usage: "generate load against any AMQP 0-9-1 broker and report rates and latency",
 		Description: "Producers publish bodies that carry their send time; consumers report the latency.\n" +
 			"Runs until --duration, until every producer has sent --pmessages (and the\n" +
-			"consumers have received them), or until interrupted.",
-		Flags:  benchFlags(),
-		Action: runBenchCommand,
+			"consumers have received them), or until interrupted. The subcommands measure a\n" +
+			"cluster: declare, failover, forward and idle.",
+		Flags:       benchFlags(),
+		Action:      runBenchCommand,
+		Subcommands: benchClusterCommands(),
 	}
 }
 

@@ -843,7 +843,7 @@ func (rc *rawClient) open() (int, error) {
 				size = readBuf
 			}
 		}
-		c, err := rawDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i), size)
+		c, err := rawDial(cfg.workerURI(i), fmt.Sprintf("warren-bench-%d", i), size)
 		if err != nil {
 			return len(rc.conns), fmt.Errorf("connect: %w", err)
 		}

@@ -42,7 +42,11 @@ const benchMinSize = 16
 
 // benchConfig is one load run, filled from the bench command's flags.
 type benchConfig struct {
-	URI           string
+	URI string
+	// PublishURI, when set, is where the producers connect; the topology
+	// and the consumers stay on URI. With a cluster, this publishes through
+	// one node to a queue whose home is another (bench forward).
+	PublishURI    string
 	Client        string // benchClientRaw ("" too) or benchClientAMQP091
 	Producers     int
 	Consumers     int
@@ -85,6 +89,8 @@ func (cfg *benchConfig) validate() error {
 		return fmt.Errorf("--connect-only %d: want >= 0", cfg.ConnectOnly)
 	case cfg.ConnectOnly > 0:
 		return nil
+	case cfg.PublishURI != "" && cfg.Connections != 0:
+		return errors.New("a publish URI needs a connection per producer and consumer (--connections 0)")
 	case cfg.Producers < 0 || cfg.Consumers < 0:
 		return errors.New("--producers and --consumers must be >= 0")
 	case cfg.Producers == 0 && cfg.Consumers == 0:
@@ -101,6 +107,15 @@ func (cfg *benchConfig) validate() error {
 		return fmt.Errorf("--multi-ack %d above --prefetch %d would stall the consumers", cfg.MultiAck, cfg.Prefetch)
 	}
 	return nil
+}
+
+// workerURI is the URI of connection i when every worker has its own
+// (producers first): PublishURI for a producer when it is set.
+func (cfg *benchConfig) workerURI(i int) string {
+	if cfg.PublishURI != "" && i < cfg.Producers {
+		return cfg.PublishURI
+	}
+	return cfg.URI
 }
 
 // benchResult is what a run measured.
@@ -343,7 +358,7 @@ func (ac *amqp091Client) open() (int, error) {
 		n = workers
 	}
 	for i := range n {
-		c, err := benchDial(cfg.URI, fmt.Sprintf("warren-bench-%d", i))
+		c, err := benchDial(cfg.workerURI(i), fmt.Sprintf("warren-bench-%d", i))
 		if err != nil {
 			return len(ac.conns), fmt.Errorf("connect: %w", err)
 		}

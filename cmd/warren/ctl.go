@@ -40,7 +40,7 @@ func ctlCommand() *cli.Command {
 		Usage:     "administer a running broker over its HTTP API",
 		ArgsUsage: "COMMAND [ARGS...]",
 		Action:    ctlUnknown,
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			list("list_queues", "list queues", "/api/queues", true, "vhost", "name", "messages", "messages_ready", "messages_unacknowledged", "consumers", "durable"),
 			list("list_exchanges", "list exchanges", "/api/exchanges", true, "vhost", "name", "type", "durable", "auto_delete"),
 			list("list_bindings", "list bindings", "/api/bindings", true, "vhost", "source", "destination", "destination_type", "routing_key"),
@@ -225,7 +225,7 @@ func ctlCommand() *cli.Command {
 					return w.Flush()
 				},
 			},
-		},
+		}, clusterCommands()...),
 	}
 }
 

@@ -46,7 +46,7 @@ func newApp() *cli.App {
 }
 
 func serverFlags() []cli.Flag {
-	return append(webFlags(), []cli.Flag{
+	return append(webFlags(), append([]cli.Flag{
 		&cli.StringFlag{Name: "amqp-addr", Value: ":5672", EnvVars: []string{"WARREN_AMQP_ADDR"}, Usage: "AMQP listen address"},
 		&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"WARREN_DATA_DIR"}, Usage: "directory for the broker's data"},
 		&cli.BoolFlag{Name: "repair-data-dir", EnvVars: []string{"WARREN_REPAIR_DATA_DIR"}, Usage: "let Badger truncate a damaged MANIFEST or log at the damage, losing what follows it (otherwise the broker refuses to start)"},
@@ -80,7 +80,7 @@ func serverFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "queue-memory-bytes", Value: 16 << 20, EnvVars: []string{"WARREN_QUEUE_MEMORY_BYTES"}, Usage: "body bytes a queue keeps in RAM; beyond them bodies are paged out to disk"},
 		&cli.Uint64Flag{Name: "disk-free-limit", Value: 50_000_000, EnvVars: []string{"WARREN_DISK_FREE_LIMIT"}, Usage: "free bytes on the data dir's disk below which publishers are blocked"},
 		&cli.IntFlag{Name: "max-table-depth", Value: amqp.MaxTableDepth, EnvVars: []string{"WARREN_MAX_TABLE_DEPTH"}, Usage: fmt.Sprintf("deepest nesting of field tables and arrays accepted from clients (1-%d)", amqp.MaxTableDepth)},
-	}...)
+	}, clusterFlags()...)...)
 }
 
 // loopbackUsers splits the --loopback-users list; empty means none.
@@ -144,6 +144,18 @@ func runServer(cc *cli.Context) error {
 			log.Error("closing store", zap.Error(err))
 		}
 	}()
+	cl, err := newClustered(cc, log)
+	if err != nil {
+		return err
+	}
+	var defLog func(broker.DefinitionMachine) broker.DefinitionLog
+	var defLogErr error
+	var view broker.ClusterView
+	if cl != nil {
+		defer cl.close()
+		defLog = cl.definitionLog(cc, st, &defLogErr)
+		view = cl
+	}
 	b, err := broker.New(broker.Config{
 		Store:          st,
 		AMQPAddr:       cc.String("amqp-addr"),
@@ -173,10 +185,18 @@ func runServer(cc *cli.Context) error {
 		DiskFreeLimit:            cc.Uint64("disk-free-limit"),
 		DataDir:                  cc.String("data-dir"),
 		MaxTableDepth:            cc.Int("max-table-depth"),
+		DefinitionLog:            defLog,
+		Cluster:                  view,
+		NodeName:                 cl.nodeName(),
+		Link:                     cl.brokerLink(),
 	})
+	if err == nil {
+		err = defLogErr
+	}
 	if err != nil {
 		return err
 	}
+	cl.serveLink(b)
 	if addr := cc.String("pprof-addr"); addr != "" {
 		stopPprof, err := startPprof(addr, log)
 		if err != nil {
@@ -194,6 +214,12 @@ func runServer(cc *cli.Context) error {
 	defer stopWeb()
 	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cl != nil {
+		if err := cl.run(ctx); err != nil {
+			return err
+		}
+		cl.followMembers()
+	}
 	logBanner(log, cc.String("data-dir"), b, ws)
 	err = b.Serve(ctx)
 	if errors.Is(err, broker.ErrClosed) || errors.Is(err, context.Canceled) {
