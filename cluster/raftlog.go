@@ -408,7 +408,6 @@ func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent boo
 	return err, sent
 }
 
-
 var errNoLeader = errors.New("no leader known")
 
 // AppliedIndex is the index of the last command applied on this node.
