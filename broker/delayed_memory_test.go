@@ -45,12 +45,17 @@ func TestDelayedMillionMemory(t *testing.T) {
 	if err := ch.QueueBind("burst", "burst", "dx", false, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	// One listener for the whole run: amqp091 blocks on a full one.
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4000))
 	idleRSS := rssBytes()
 	stopSampling, peak := sampleLiveHeap()
 	idleHeap := peak()
 	start := time.Now()
 	body := make([]byte, 100)
-	publishDelayedConfirmed(t, ch, n, func(i int) (string, int64, []byte) {
+	publishDelayedConfirmed(t, ch, confirms, n, func(i int) (string, int64, []byte) {
 		// Random delays of up to an hour, from an hour from now: none
 		// comes due during the run, however slow the machine.
 		return "backlog", int64(3_600_000 + rand.IntN(3_600_000)), body
@@ -63,7 +68,7 @@ func TestDelayedMillionMemory(t *testing.T) {
 
 	const burst = 10_000
 	due := time.Now().Add(3 * time.Second).UnixMilli()
-	publishDelayedConfirmed(t, ch, burst, func(i int) (string, int64, []byte) {
+	publishDelayedConfirmed(t, ch, confirms, burst, func(i int) (string, int64, []byte) {
 		b := make([]byte, 8)
 		binary.BigEndian.PutUint64(b, uint64(due))
 		return "burst", due - time.Now().UnixMilli(), b
@@ -96,13 +101,9 @@ func TestDelayedMillionMemory(t *testing.T) {
 }
 
 // publishDelayedConfirmed publishes n messages to dx with x-delay, keeping
-// at most 2,000 unconfirmed.
-func publishDelayedConfirmed(t *testing.T, ch *amqp091.Channel, n int, next func(i int) (key string, delay int64, body []byte)) {
+// at most 2,000 unconfirmed, reading confirms from confirms.
+func publishDelayedConfirmed(t *testing.T, ch *amqp091.Channel, confirms <-chan amqp091.Confirmation, n int, next func(i int) (key string, delay int64, body []byte)) {
 	t.Helper()
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 4000))
 	var acked atomic.Int64
 	done := make(chan struct{})
 	go func() {
