@@ -491,6 +491,7 @@ func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied
 	}
 	// Ids are burned even if the write fails: part of a split batch may be on disk.
 	defer func() { s.lastID = last }()
+	s.activity.Add(1)
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	// set and del fill txn and, when Badger says it is full, commit it and go on in

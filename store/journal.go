@@ -581,6 +581,7 @@ func (k opKind) String() string {
 // limits. With SyncWrites each commit is one write and one sync.
 func (s *Store) commit(ops []op) error {
 	s.commits.Add(1)
+	s.activity.Add(1)
 	w := batchWriter{db: s.db, txn: s.db.NewTransaction(true)}
 	if f := s.journalFault.Load(); f != nil {
 		w.fault = *f

@@ -456,6 +456,7 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 	if s.closed {
 		return ErrClosed
 	}
+	s.activity.Add(1)
 	return s.db.View(fn)
 }
 

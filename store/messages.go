@@ -121,6 +121,7 @@ func (s *Store) ReadMessage(queueID, seq uint64) (*Message, error) {
 		return nil, ErrClosed
 	}
 	var m *Message
+	s.activity.Add(1)
 	err := s.db.View(func(txn *badger.Txn) error {
 		key := msgKey(queueID, seq)
 		item, err := txn.Get(key)
@@ -179,6 +180,7 @@ func (s *Store) ScanQueue(queueID uint64, fn func(seq uint64, m *Message) error)
 		return st, ErrClosed
 	}
 	prefix := queuePrefix(queueID)
+	s.activity.Add(1)
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
@@ -328,6 +330,7 @@ func (s *Store) removePrefix(prefix []byte) error {
 	keys := make([][]byte, 0, chunk)
 	for {
 		keys = keys[:0]
+		s.activity.Add(1)
 		err := s.db.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			defer it.Close()

@@ -72,6 +72,7 @@ func (s *Store) ReadMessages(id uint64, spilled bool, seqs []uint64, fn func(seq
 		prefix[0] = prefixSpill
 	}
 	prefix = binary.BigEndian.AppendUint64(prefix, id)
+	s.activity.Add(1)
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})

@@ -109,6 +109,10 @@ type Store struct {
 
 	gcRuns  atomic.Int64 // value-log GC rounds started, for tests
 	commits atomic.Int64 // group commits started by the writer, for tests
+	// activity counts the store's reads and writes of Badger, so that the
+	// trimmer (trim_linux.go) skips the search of the newest logs' write
+	// tails while the store is idle.
+	activity atomic.Int64
 	// cancelled counts appends removed before their group commit, and so
 	// never written (cancelSettled).
 	cancelled atomic.Int64

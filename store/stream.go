@@ -244,6 +244,7 @@ func (s *Store) LoadStream(streamID uint64) (StreamIndex, error) {
 	if s.closed {
 		return idx, ErrClosed
 	}
+	s.activity.Add(1)
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamChunkHeader), PrefetchValues: false})
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -333,6 +334,7 @@ func (s *Store) ReadStream(streamID, from, limit uint64, maxBytes int, match fun
 		return from, ErrClosed
 	}
 	end := limit
+	s.activity.Add(1)
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamChunkHeader), PrefetchValues: false})
 		defer it.Close()

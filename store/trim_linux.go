@@ -30,6 +30,10 @@ import (
 //     not paged out, and then read back from the disk, on every trim;
 //   - every trimTableInterval, table mappings too.
 //
+// A store with no reads or writes since the last trim is not trimmed, but for its
+// tables in the first trimIdleTables seconds after its last activity: an idle broker
+// costs no CPU here.
+//
 // MADV_PAGEOUT never discards data, unlike MADV_DONTNEED on a private or anonymous
 // mapping: a clean page is dropped from the page cache and read from the file when next
 // touched (as a spilled or recovered message's body is when it is read); a dirty page
@@ -47,6 +51,9 @@ const (
 	// trimKeepTail is how much of the newest log file below its write tail stays
 	// mapped: the last few group commits.
 	trimKeepTail = 2 << 20
+	// trimIdleTables is how many table trims follow the store's last read
+	// or write (compactions go on after writes end).
+	trimIdleTables = 10
 )
 
 // trimLoop trims the store's mappings until stop: logs every trimLogInterval, tables
@@ -56,11 +63,28 @@ func (s *Store) trimLoop() {
 	t := time.NewTicker(trimLogInterval)
 	defer t.Stop()
 	every := int(trimTableInterval / trimLogInterval)
+	// An idle store is not searched: the logs' pages do not grow without
+	// reads or writes, and the tables' only with the compactions that
+	// follow writes, which trimIdleTables table trims after the last
+	// activity cover.
+	last, lastTables, quiet := int64(-1), int64(-1), 0
 	for n := 1; ; n++ {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		act := s.activity.Load()
+		tables := n%every == 0
+		if tables {
+			if act != lastTables {
+				lastTables, quiet = act, 0
+			} else if quiet++; quiet > trimIdleTables {
+				tables = false
+			}
+		}
+		if act == last && !tables {
+			continue
 		}
 		// Close holds lifeMu while it waits for this goroutine: waiting
 		// for lifeMu here would deadlock when a tick races the stop. Only
@@ -69,9 +93,10 @@ func (s *Store) trimLoop() {
 			continue
 		}
 		if !s.closed {
-			s.trim(n%every == 0)
+			s.trim(tables)
 		}
 		s.lifeMu.RUnlock()
+		last = act
 	}
 }
 
