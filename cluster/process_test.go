@@ -188,6 +188,7 @@ func (n *wnode) start() {
 	})
 	select {
 	case ls := <-ready:
+		n.mu.Lock()
 		for _, l := range ls {
 			kind, addr, _ := strings.Cut(l, " ")
 			switch kind {
@@ -197,6 +198,7 @@ func (n *wnode) start() {
 				n.http = addr
 			}
 		}
+		n.mu.Unlock()
 	case err := <-exited:
 		exited <- err
 		t.Fatalf("%s exited before serving: %v\n%s", n.name, err, logs.String())
@@ -207,9 +209,12 @@ func (n *wnode) start() {
 
 // kill SIGKILLs the node and waits for it.
 func (n *wnode) kill() {
-	_ = n.cmd.Process.Kill()
-	err := <-n.exited
-	n.exited <- err
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	_ = cmd.Process.Kill()
+	err := <-exited
+	exited <- err
 }
 
 // stop SIGTERMs the node and waits for it.
@@ -223,7 +228,17 @@ func (n *wnode) stop() {
 	}
 }
 
-func (n *wnode) url() string { return "amqp://guest:guest@" + n.amqp + "/" }
+func (n *wnode) url() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return "amqp://guest:guest@" + n.amqp + "/"
+}
+
+func (n *wnode) httpAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.http
+}
 
 // api calls the node's management API as guest; out, when set, gets the
 // JSON answer of a 2xx.
@@ -236,7 +251,7 @@ func (n *wnode) api(method, path string, body any, out any) (int, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, "http://"+n.http+path, rd)
+	req, err := http.NewRequest(method, "http://"+n.httpAddr()+path, rd)
 	if err != nil {
 		return 0, err
 	}
