@@ -72,7 +72,8 @@ func TestClusterPartition(t *testing.T) {
 	nodes := threeNodes(t, [3]string{"127.0.0.2", "127.0.0.3", "127.0.0.4"})
 	startCluster(t, nodes...)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	if _, err := n1.api("PUT", "/api/queues/%2F/before", map[string]any{"durable": true}, nil); err != nil {
+	// Declared through n3, so that the queue lives there (its home node).
+	if _, err := n3.api("PUT", "/api/queues/%2F/before", map[string]any{"durable": true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "before on n3", func() bool { ok, _ := passive(n3, "before"); return ok })

@@ -558,7 +558,8 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 	// A queue deleted and declared again, holding a persistent message on
 	// n3: replaying those commands at n3's restart would delete the queue
 	// it has (and its message) and make a new one.
-	_, ch := dial(t, n1)
+	// Declared through n3, so that the queue lives there (its home node).
+	_, ch := dial(t, n3)
 	if _, err := ch.QueueDeclare("cycle", true, false, false, false, amqp091.Table{"x-max-length": int32(100)}); err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +585,7 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 		if strings.Contains(step.path, "permissions") {
 			body = map[string]any{"configure": ".*", "write": ".*", "read": ".*"}
 		}
-		if _, err := n1.api(step.method, step.path, body, nil); err != nil {
+		if _, err := n3.api(step.method, step.path, body, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

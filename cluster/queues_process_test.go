@@ -188,8 +188,15 @@ func TestClusterQueueOnOneNode(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
-		if node, err := queueNode(n, "lk.q"); err != nil || node != "n1" {
-			t.Fatalf("lk.q on %s: node %q %v, want n1", n.name, node, err)
+		var node string
+		waitFor(t, "lk.q and lk.r on "+n.name, func() bool {
+			var err error
+			node, err = queueNode(n, "lk.q")
+			ok, _ := passive(n, "lk.r")
+			return err == nil && ok
+		})
+		if node != "n1" {
+			t.Fatalf("lk.q on %s: node %q, want n1", n.name, node)
 		}
 	}
 
