@@ -191,34 +191,20 @@ func (b *Broker) hasQueues() bool {
 // definitionRefs names every record of d.
 func definitionRefs(d *store.Definitions) []store.DefRef {
 	refs := []store.DefRef{}
-	add := func(k store.Kind, id uint64) { refs = append(refs, store.DefRef{Kind: k, ID: id}) }
-	for _, x := range d.VHosts {
-		add(store.KindVHost, x.ID)
+	add := func(k store.Kind, n int, id func(int) uint64) {
+		for i := range n {
+			refs = append(refs, store.DefRef{Kind: k, ID: id(i)})
+		}
 	}
-	for _, x := range d.Users {
-		add(store.KindUser, x.ID)
-	}
-	for _, x := range d.Permissions {
-		add(store.KindPermission, x.ID)
-	}
-	for _, x := range d.TopicPermissions {
-		add(store.KindTopicPermission, x.ID)
-	}
-	for _, x := range d.GlobalParameters {
-		add(store.KindGlobalParameter, x.ID)
-	}
-	for _, x := range d.Policies {
-		add(store.KindPolicy, x.ID)
-	}
-	for _, x := range d.Exchanges {
-		add(store.KindExchange, x.ID)
-	}
-	for _, x := range d.Queues {
-		add(store.KindQueue, x.ID)
-	}
-	for _, x := range d.Bindings {
-		add(store.KindBinding, x.ID)
-	}
+	add(store.KindVHost, len(d.VHosts), func(i int) uint64 { return d.VHosts[i].ID })
+	add(store.KindUser, len(d.Users), func(i int) uint64 { return d.Users[i].ID })
+	add(store.KindPermission, len(d.Permissions), func(i int) uint64 { return d.Permissions[i].ID })
+	add(store.KindTopicPermission, len(d.TopicPermissions), func(i int) uint64 { return d.TopicPermissions[i].ID })
+	add(store.KindGlobalParameter, len(d.GlobalParameters), func(i int) uint64 { return d.GlobalParameters[i].ID })
+	add(store.KindPolicy, len(d.Policies), func(i int) uint64 { return d.Policies[i].ID })
+	add(store.KindExchange, len(d.Exchanges), func(i int) uint64 { return d.Exchanges[i].ID })
+	add(store.KindQueue, len(d.Queues), func(i int) uint64 { return d.Queues[i].ID })
+	add(store.KindBinding, len(d.Bindings), func(i int) uint64 { return d.Bindings[i].ID })
 	return refs
 }
 

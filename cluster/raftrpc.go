@@ -115,7 +115,14 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 		if l.raft.State() != raft.Leader {
 			return nil, raft.ErrNotLeader
 		}
-		return nil, l.raft.Apply(payload, l.cfg.ProposeTimeout).Error()
+		err := l.raft.Apply(payload, l.cfg.ProposeTimeout).Error()
+		if err == nil {
+			select {
+			case l.notify <- struct{}{}:
+			default:
+			}
+		}
+		return nil, err
 	case metaJoin:
 		name, addr, ok := strings.Cut(string(payload), "\x00")
 		if !ok || name == "" || addr == "" {

@@ -385,25 +385,7 @@ func (s *Store) Delete(kind Kind, id uint64) error {
 // it when it returns an error. Deleting a definition that is not there is not an
 // error. (Only a batch too big for one Badger transaction, thousands of records, is
 // split; a failure can then leave its first part written.)
-func (s *Store) Update(puts []any, dels []DefRef) error {
-	defs := make([]definition, len(puts))
-	for i, p := range puts {
-		d, ok := p.(definition)
-		if !ok || reflect.ValueOf(d).IsNil() {
-			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
-		}
-		defs[i] = d
-	}
-	for _, r := range dels {
-		if !r.Kind.valid() {
-			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
-		}
-	}
-	if len(defs) == 0 && len(dels) == 0 {
-		return nil
-	}
-	return s.update(defs, dels, false, 0)
-}
+func (s *Store) Update(puts []any, dels []DefRef) error { return s.UpdateApplied(0, puts, dels) }
 
 // UpdateApplied is Update that also records index as the last replicated
 // definition command applied, in the same transaction: a node that restarts
