@@ -31,6 +31,12 @@
 // that never reached a leader fails with ErrNoQuorum (no effect); one that
 // may have fails with ErrUnconfirmed (outcome unknown).
 //
+// A follower applies an entry once the leader's next AppendEntries tells it
+// the entry committed. After applying forwarded commands the leader appends
+// a commit notice (a zero request id, a no-op for the FSM; notifyLoop), so
+// that AppendEntries goes out at once and the forwarding follower answers its
+// client without waiting for the commit timeout.
+//
 // Snapshots are raft's (FileSnapshotStore, SnapshotThreshold entries
 // apart, TrailingLogs kept); each starts with the last command index and
 // the remembered request ids. The founding node (Start with bootstrap and
