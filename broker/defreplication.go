@@ -212,25 +212,8 @@ func definitionRefs(d *store.Definitions) []store.DefRef {
 func staleRecords(have []store.DefRef, keep []any) []store.DefRef {
 	kept := make(map[store.DefRef]bool, len(keep))
 	for _, r := range keep {
-		switch x := r.(type) {
-		case *store.VHost:
-			kept[store.DefRef{Kind: store.KindVHost, ID: x.ID}] = true
-		case *store.User:
-			kept[store.DefRef{Kind: store.KindUser, ID: x.ID}] = true
-		case *store.Permission:
-			kept[store.DefRef{Kind: store.KindPermission, ID: x.ID}] = true
-		case *store.TopicPermission:
-			kept[store.DefRef{Kind: store.KindTopicPermission, ID: x.ID}] = true
-		case *store.GlobalParameter:
-			kept[store.DefRef{Kind: store.KindGlobalParameter, ID: x.ID}] = true
-		case *store.Policy:
-			kept[store.DefRef{Kind: store.KindPolicy, ID: x.ID}] = true
-		case *store.Exchange:
-			kept[store.DefRef{Kind: store.KindExchange, ID: x.ID}] = true
-		case *store.Queue:
-			kept[store.DefRef{Kind: store.KindQueue, ID: x.ID}] = true
-		case *store.Binding:
-			kept[store.DefRef{Kind: store.KindBinding, ID: x.ID}] = true
+		if ref, ok := store.RefOf(r); ok {
+			kept[ref] = true
 		}
 	}
 	out := []store.DefRef{}

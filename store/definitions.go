@@ -146,6 +146,17 @@ type definition interface {
 	appendTo(b []byte) []byte
 }
 
+// RefOf names the definition record rec (a *VHost, *User, *Permission,
+// *TopicPermission, *GlobalParameter, *Policy, *Exchange, *Queue or
+// *Binding); ok is false for anything else.
+func RefOf(rec any) (ref DefRef, ok bool) {
+	d, ok := rec.(definition)
+	if !ok || reflect.ValueOf(d).IsNil() {
+		return DefRef{}, false
+	}
+	return DefRef{Kind: d.kind(), ID: d.id()}, true
+}
+
 func (v *VHost) kind() Kind      { return KindVHost }
 func (v *VHost) id() uint64      { return v.ID }
 func (v *VHost) setID(id uint64) { v.ID = id }
