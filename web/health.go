@@ -87,26 +87,23 @@ func (s *Server) alarmItems() []item {
 
 // healthAlarms fails while a memory or disk alarm is on.
 func (s *Server) healthAlarms(w http.ResponseWriter, r *http.Request, p *principal) {
-	alarms := s.alarmItems()
-	if len(alarms) == 0 {
-		writeJSON(w, http.StatusOK, item{"status": "ok"})
-		return
-	}
-	writeJSON(w, http.StatusServiceUnavailable, item{
-		"status": "failed", "reason": "There are alarms in effect in the cluster", "alarms": alarms,
-	})
+	s.writeAlarms(w, "There are alarms in effect in the cluster")
 }
 
 // healthLocalAlarms is healthAlarms for this node.
 func (s *Server) healthLocalAlarms(w http.ResponseWriter, r *http.Request, p *principal) {
+	s.writeAlarms(w, "There are alarms in effect on the node")
+}
+
+// writeAlarms answers ok with no alarm on, else 503 with reason and the
+// alarms.
+func (s *Server) writeAlarms(w http.ResponseWriter, reason string) {
 	alarms := s.alarmItems()
 	if len(alarms) == 0 {
 		writeJSON(w, http.StatusOK, item{"status": "ok"})
 		return
 	}
-	writeJSON(w, http.StatusServiceUnavailable, item{
-		"status": "failed", "reason": "There are alarms in effect on the node", "alarms": alarms,
-	})
+	writeJSON(w, http.StatusServiceUnavailable, item{"status": "failed", "reason": reason, "alarms": alarms})
 }
 
 // healthNode is the legacy /api/healthchecks/node[/{node}]: it fails
