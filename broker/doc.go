@@ -109,8 +109,11 @@
 // time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
-// Queue timers (message expiry, x-expires) and the consumer-timeout
-// checker run on goroutines of their own and take the locks in this order.
+// Queue timers (message expiry, and the x-expires ticks: the queue's state
+// machine decides when it has expired, the timer only ticks it and deletes
+// it through the definitions log once qe.mu is released) and the
+// consumer-timeout checker run on goroutines of their own and take the
+// locks in this order.
 // Permission checks (access.go) take Broker.mu alone, with no other lock
 // held, before the handler takes any. Nothing blocks, does I/O, or waits on
 // a Go channel while holding any of them; the writer does its socket writes

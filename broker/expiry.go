@@ -18,7 +18,7 @@ import (
 // queue (as in RabbitMQ's classic queues), when something looks at the
 // head, or when the queue's expiry timer fires at the head's expiry with
 // nothing else happening. x-expires deletes a queue left unused for that
-// long.
+// long (below: the state machine decides, the broker ticks and deletes).
 
 // errRejectPublish turns a publish confirm into a basic.nack: a queue's
 // length limit refused the message (x-overflow reject-publish).
@@ -216,7 +216,8 @@ func (qe *queueEntity) resetExpiryLocked(d time.Duration) {
 }
 
 // expireTick is the expiry timer: expire what is due, dead-letter it,
-// re-arm. Timer goroutine, no lock held.
+// re-arm. Its tick may also find the queue's x-expires due (expireQueue).
+// Timer goroutine, no lock held.
 func (qe *queueEntity) expireTick() {
 	if qe.vhost.b.isClosed() {
 		return
@@ -227,14 +228,45 @@ func (qe *queueEntity) expireTick() {
 		qe.mu.Unlock()
 		return
 	}
+	expired := false
 	if qe.at {
-		cmd := queue.Cmd{Op: queue.OpTick, Now: nowMs()}
-		qe.applyLocked(&cmd)
+		_, expired = qe.tickLocked(nowMs())
 		qe.armExpiryLocked()
 	}
 	qe.mu.Unlock()
 	qe.flushDead()
+	if expired {
+		qe.expireQueue()
+	}
 }
+
+// tickLocked applies OpTick at now and carries out its effects: messages
+// expired at the heads are dead-lettered, and expired reports the queue's
+// own expiry (x-expires, queue.EffExpired), which the caller carries out
+// with expireQueue once the lock is released. dead reports whether dead
+// letters await flushDead. Hold qe.mu.
+func (qe *queueEntity) tickLocked(now int64) (dead, expired bool) {
+	cmd := queue.Cmd{Op: queue.OpTick, Now: now}
+	effs, _ := qe.q.Apply(&cmd, qe.effects[:0])
+	for i := range effs {
+		if effs[i].Kind == queue.EffExpired {
+			expired = true
+		}
+	}
+	dead = qe.executeLocked(effs)
+	qe.doneEffectsLocked(effs)
+	return dead, expired
+}
+
+// x-expires. Whether a queue has gone unused for its x-expires
+// (queue.Config.Expires) is the state machine's to decide: a redeclare, a
+// consume, a basic.get and the last consumer leaving are uses (OpTouch,
+// OpAttach, OpDetach, OpGet), a tick that finds consumers is one too, and
+// the tick at which it has been unused long enough reports EffExpired.
+// The broker only issues the ticks — the unused timer fires at
+// Queue.ExpiresAt, or after x-expires while the queue has consumers — and
+// carries the effect out: the queue is deleted through the definitions
+// log (expireQueue), as an AMQP queue.delete is.
 
 // touch records a use of the queue for x-expires: a redeclare, a
 // consume, a basic.get, the last consumer leaving.
@@ -244,9 +276,11 @@ func (qe *queueEntity) touch() {
 	qe.mu.Unlock()
 }
 
+// touchLocked applies OpTouch now to a queue with x-expires. Hold qe.mu.
 func (qe *queueEntity) touchLocked() {
-	if qe.fx.set.expires > 0 {
-		qe.fx.lastUsed = nowMs()
+	if qe.q.Config().Expires > 0 {
+		cmd := queue.Cmd{Op: queue.OpTouch, Now: nowMs()}
+		_, _ = qe.q.Apply(&cmd, nil) // no effects, never refused
 	}
 }
 
@@ -258,18 +292,21 @@ func (qe *queueEntity) armUnused() {
 	qe.mu.Unlock()
 }
 
+// armUnusedLocked arms the unused timer for the queue's next tick:
+// Queue.ExpiresAt, or x-expires from now while consumers keep the queue in
+// use. Hold qe.mu.
 func (qe *queueEntity) armUnusedLocked() {
-	exp := qe.fx.set.expires
+	exp := qe.q.Config().Expires
 	if qe.deleted || exp <= 0 {
 		if qe.fx.unused != nil {
 			qe.fx.unused.Stop()
 		}
 		return
 	}
-	if qe.fx.lastUsed == 0 {
-		qe.fx.lastUsed = nowMs()
+	d := time.Duration(exp) * time.Millisecond
+	if at := qe.q.ExpiresAt(); at != 0 {
+		d = time.Duration(at-nowMs()) * time.Millisecond
 	}
-	d := time.Duration(qe.fx.lastUsed+exp-nowMs()) * time.Millisecond
 	if d < 0 {
 		d = 0
 	}
@@ -280,33 +317,53 @@ func (qe *queueEntity) armUnusedLocked() {
 	qe.fx.unused.Reset(d)
 }
 
-// checkUnused is the x-expires timer: delete the queue if it has had no
-// consumer and no use for its expiry time, else check again later.
+// checkUnused is the x-expires timer: tick the queue, and delete it if the
+// tick reports its expiry (or an earlier report whose deletion failed
+// still stands), else arm for the next tick. Timer goroutine, no lock
+// held.
 func (qe *queueEntity) checkUnused() {
 	if qe.vhost.b.isClosed() {
 		return
 	}
 	qe.mu.Lock()
-	if qe.deleted || qe.fx.set.expires <= 0 {
+	if qe.deleted || qe.q.Config().Expires <= 0 {
 		qe.mu.Unlock()
 		return
 	}
-	now := nowMs()
-	if qe.q.ConsumerCount() > 0 {
-		qe.fx.lastUsed = now
+	expired := qe.q.Expired()
+	dead := false
+	if !expired {
+		dead, expired = qe.tickLocked(nowMs())
+		if dead {
+			qe.armExpiryLocked()
+		}
 	}
-	if now < qe.fx.lastUsed+qe.fx.set.expires {
+	if !expired {
 		qe.armUnusedLocked()
-		qe.mu.Unlock()
-		return
 	}
 	qe.mu.Unlock()
+	if dead {
+		qe.flushDead()
+	}
+	if expired {
+		qe.expireQueue()
+	}
+}
+
+// expireQueue carries out queue.EffExpired: the queue is deleted through
+// the definitions log. If its records cannot be deleted it stays, and the
+// unused timer tries again in a second (unless a use takes the expiry
+// back meanwhile). No lock held.
+func (qe *queueEntity) expireQueue() {
 	if _, err := qe.vhost.deleteQueue(qe, false, false); err != nil {
 		qe.vhost.b.log.Warn("expiring queue: " + err.Error())
-		// Not deleted (its records could not be): try again later.
 		qe.mu.Lock()
-		if !qe.deleted && qe.fx.unused != nil {
-			qe.fx.unused.Reset(time.Second)
+		if !qe.deleted {
+			if qe.fx.unused == nil {
+				qe.fx.unused = time.AfterFunc(time.Second, qe.checkUnused)
+			} else {
+				qe.fx.unused.Reset(time.Second)
+			}
 		}
 		qe.mu.Unlock()
 	}

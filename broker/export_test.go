@@ -38,3 +38,23 @@ func (b *Broker) OutboundHeld(id uint64) bool {
 // DelayedRounds is how many times the delayed-message scheduler has read
 // the store.
 func (b *Broker) DelayedRounds() int64 { return b.delayed.rounds.Load() }
+
+// QueueExpiry reads x-expires as queue name's state machine holds it: its
+// Config.Expires and ExpiresAt.
+func (b *Broker) QueueExpiry(vhost, name string) (expires, expiresAt int64, ok bool) {
+	b.mu.Lock()
+	v := b.vhosts[vhost]
+	b.mu.Unlock()
+	if v == nil {
+		return 0, 0, false
+	}
+	v.mu.RLock()
+	qe := v.queues[name]
+	v.mu.RUnlock()
+	if qe == nil {
+		return 0, 0, false
+	}
+	qe.mu.Lock()
+	defer qe.mu.Unlock()
+	return qe.q.Config().Expires, qe.q.ExpiresAt(), true
+}

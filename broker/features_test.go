@@ -379,6 +379,35 @@ func TestQueueExpires(t *testing.T) {
 	expectCode(t, err, 404)
 }
 
+// TestQueueExpiresInStateMachine: x-expires, from the declare or a
+// policy (the lower wins), is the queue state machine's: it knows when the
+// queue expires unused, and that consumers keep it in use.
+func TestQueueExpiresInStateMachine(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	before := time.Now().UnixMilli()
+	_, err := ch.QueueDeclare("exp.q", false, false, false, false, amqp091.Table{"x-expires": int32(600000)})
+	mustOK(t, err)
+	after := time.Now().UnixMilli()
+	expires, at, ok := s.Broker.QueueExpiry("/", "exp.q")
+	if !ok || expires != 600000 || at < before+600000 || at > after+600000 {
+		t.Fatalf("declared: expires %d, expires at %d (declared between %d and %d)", expires, at, before, after)
+	}
+	mustOK(t, s.SetPolicy("/", "exp.p", `^exp\.`, "queues", 0, map[string]any{"expires": 300000}, false))
+	if expires, _, _ := s.Broker.QueueExpiry("/", "exp.q"); expires != 300000 {
+		t.Fatalf("with a lower policy: expires %d, want 300000", expires)
+	}
+	_, err = ch.Consume("exp.q", "c", false, false, false, false, nil)
+	mustOK(t, err)
+	if _, at, _ := s.Broker.QueueExpiry("/", "exp.q"); at != 0 {
+		t.Fatalf("with a consumer: expires at %d, want 0 (kept in use)", at)
+	}
+	mustOK(t, ch.Cancel("c", false))
+	if _, at, _ := s.Broker.QueueExpiry("/", "exp.q"); at < after+300000 {
+		t.Fatalf("after the consumer left: expires at %d, want at least %d", at, after+300000)
+	}
+}
+
 func TestAlternateExchange(t *testing.T) {
 	s := brokertest.Start(t, nil)
 	ch := open(t, dial(t, s))

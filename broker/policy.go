@@ -254,7 +254,7 @@ func (v *vhost) withPolicies(name string, args amqp.Table, s queueSettings) queu
 		case "message-ttl":
 			return s.cfg.MessageTTL, s.cfg.MessageTTL >= 0
 		case "expires":
-			return s.expires, s.expires > 0
+			return s.cfg.Expires, s.cfg.Expires > 0
 		case "max-length":
 			return s.cfg.MaxLength, s.cfg.MaxLength >= 0
 		case "max-length-bytes":
@@ -270,7 +270,7 @@ func (v *vhost) withPolicies(name string, args amqp.Table, s queueSettings) queu
 		case "message-ttl":
 			s.cfg.MessageTTL = n
 		case "expires":
-			s.expires = n
+			s.cfg.Expires = n
 		case "max-length":
 			s.cfg.MaxLength = n
 		case "max-length-bytes":

@@ -15,18 +15,22 @@ import "github.com/warrenmq/warren/queue"
 //   - queue.EffDeliver: dispatchLocked (consume.go) writes basic.deliver
 //     to the consumer the effect names (queueEntity.consumers maps ids to
 //     consumers); getLocked (expiry.go) hands basic.get its entry.
-//   - queue.EffConfirm, queue.EffReject, queue.EffExpired: not produced on
-//     a single node, whose publishes carry no publisher id (confirms follow
-//     the journal, confirm.go) and whose x-expires is the queue's timer
-//     (expiry.go).
+//   - queue.EffExpired: a tick found the queue unused for its x-expires:
+//     expireQueue deletes it through the definitions log once the lock is
+//     released (tickLocked, expiry.go).
+//   - queue.EffConfirm, queue.EffReject: not produced on a single node,
+//     whose publishes carry no publisher id (confirms follow the journal,
+//     confirm.go).
 //
 // Through Apply go: consumers attaching and detaching (OpAttach, OpDetach;
 // consume.go), dispatch (OpCheckout), basic.get (OpGet), acks, requeues and
 // rejects — a run of one queue's deliveries as one command with Cmd.Seqs
 // (OpSettle, OpReturn, OpDiscard; settleRunLocked, from consume.go,
 // deadletter.go, manage.go) —, purges (OpPurge in chunks of purgeChunk,
-// purgeLocked), policy changes (OpSetConfig, setConfigLocked) and the
-// expiry timer (OpTick). Publishes (publish.go, batch.go, deadletter.go,
+// purgeLocked), policy changes (OpSetConfig, setConfigLocked), the
+// timers' ticks (OpTick: message expiry and x-expires) and the uses that
+// keep a queue with x-expires alive (OpTouch: a redeclare, a consume, a
+// basic.get, the last consumer leaving). Publishes (publish.go, batch.go, deadletter.go,
 // expiry.go), recovery (Restore), paging and a deleted queue's drop still
 // call the state machine's typed methods, which are the same transitions:
 // a publish needs the message id the queue gives it (to journal it) and no

@@ -29,8 +29,6 @@ type queueSettings struct {
 	// names the default exchange); dlrk is x-dead-letter-routing-key.
 	dlx, dlrk       string
 	hasDLX, hasDLRK bool
-	// expires is x-expires in ms (0 = never).
-	expires int64
 	// consumerTimeout is x-consumer-timeout in ms (0 = broker default).
 	consumerTimeout int64
 	// stream is set for a stream queue (stream_args.go).
@@ -52,10 +50,8 @@ type queueFeatures struct {
 	// expiry fires at expiryAt (unix ms) to expire messages (expiry.go).
 	expiry   *time.Timer
 	expiryAt int64
-	// unused deletes the queue after set.expires ms without use (x-expires);
-	// lastUsed is when it was last used (unix ms).
-	unused   *time.Timer
-	lastUsed int64
+	// unused ticks the queue for x-expires (cfg.Expires; expiry.go).
+	unused *time.Timer
 	// now is the publish's clock while it dispatches (0 = read the clock),
 	// so that a message with a TTL of 0 is delivered at the same now.
 	now int64
@@ -162,7 +158,7 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 	if n, ok, why := expiry("x-expires", false); why != "" {
 		return bad("x-expires", why)
 	} else if ok {
-		s.expires = n
+		s.cfg.Expires = n
 	}
 	if n, ok, why := expiry("x-message-ttl", true); why != "" {
 		return bad("x-message-ttl", why)
@@ -261,7 +257,7 @@ func (qe *queueEntity) initFeatures(s queueSettings) {
 	qe.quorum = s.quorum
 	qe.fx.set = s
 	qe.at = s.needsAt()
-	qe.fx.lastUsed = time.Now().UnixMilli()
+	qe.touchLocked() // created (or recovered) now: x-expires counts from here
 	if s.stream != nil {
 		qe.stream = newStreamState(qe, s)
 	}

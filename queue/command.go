@@ -340,21 +340,46 @@ func (q *Queue) consumer(id ConsumerID) *Consumer {
 }
 
 // touch records a use at now (unix ms; 0 = no clock) for Config.Expires.
+// A use after the expiry was reported takes the report back: the queue
+// is in use again (its owner had not deleted it yet).
 func (q *Queue) touch(now int64) {
+	if now == 0 {
+		return
+	}
 	if now > q.lastUsed {
 		q.lastUsed = now
 	}
+	q.expired = false
 }
 
 // expiryDue reports whether the queue, unused since lastUsed, has expired
-// at now (Config.Expires): no consumer, and reported once.
+// at now (Config.Expires), once. Consumers keep it in use: a tick that
+// finds one counts as a use (as RabbitMQ restarts the expiry timer while a
+// queue has consumers).
 func (q *Queue) expiryDue(now int64) bool {
-	if q.cfg.Expires <= 0 || q.expired || now == 0 || len(q.consumers) > 0 {
+	if q.cfg.Expires <= 0 || q.expired || now == 0 {
 		return false
 	}
-	if q.lastUsed == 0 {
-		q.lastUsed = now
+	if len(q.consumers) > 0 || q.lastUsed == 0 {
+		q.touch(now)
 		return false
 	}
 	return now >= q.lastUsed+q.cfg.Expires
 }
+
+// ExpiresAt is when (unix ms) the queue expires if nothing uses it from
+// now on: Config.Expires after its last use. It is 0 when it has no
+// Config.Expires, has consumers (they keep it in use; tick again within
+// Config.Expires), no use recorded yet, or its expiry was reported. The
+// owner ticks (OpTick) then.
+func (q *Queue) ExpiresAt() int64 {
+	if q.cfg.Expires <= 0 || q.expired || len(q.consumers) > 0 || q.lastUsed == 0 {
+		return 0
+	}
+	return q.lastUsed + q.cfg.Expires
+}
+
+// Expired reports whether OpTick has reported the queue's expiry
+// (EffExpired) and no use has come since: an owner whose deletion of the
+// queue failed tries again while this holds.
+func (q *Queue) Expired() bool { return q.expired }

@@ -83,3 +83,63 @@ func TestPurgeInChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestTickConsumersKeepQueueInUse: x-expires counts from the last tick
+// that found a consumer, not from the consumer's attach, even when the
+// detach carries no time; ExpiresAt tells the owner when to tick next.
+func TestTickConsumersKeepQueueInUse(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Expires = 100
+	q := NewWithConfig(cfg)
+	tick := func(now int64) []Effect {
+		out, err := q.Apply(&Cmd{Op: OpTick, Now: now}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	q.Apply(&Cmd{Op: OpTouch, Now: 1000}, nil)
+	if at := q.ExpiresAt(); at != 1100 {
+		t.Fatalf("ExpiresAt %d, want 1100", at)
+	}
+	q.Apply(&Cmd{Op: OpAttach, Consumer: 1, Now: 1000}, nil)
+	if at := q.ExpiresAt(); at != 0 {
+		t.Fatalf("ExpiresAt %d with a consumer, want 0", at)
+	}
+	if out := tick(5000); len(out) != 0 {
+		t.Fatalf("with a consumer: %+v", out)
+	}
+	q.Apply(&Cmd{Op: OpDetach, Consumer: 1}, nil) // no clock
+	if at := q.ExpiresAt(); at != 5100 {
+		t.Fatalf("ExpiresAt %d after the consumer left, want 5100 (the last tick that saw it)", at)
+	}
+	if out := tick(5050); len(out) != 0 {
+		t.Fatalf("expired 50 ms after the last tick with a consumer: %+v", out)
+	}
+	if out := tick(5100); len(out) != 1 || out[0].Kind != EffExpired || !q.Expired() || q.ExpiresAt() != 0 {
+		t.Fatalf("due: %+v, Expired %v, ExpiresAt %d", out, q.Expired(), q.ExpiresAt())
+	}
+}
+
+// TestTouchTakesExpiryBack: a use after EffExpired (its owner had not
+// deleted the queue) takes the report back; the queue expires again once
+// unused for Config.Expires.
+func TestTouchTakesExpiryBack(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Expires = 100
+	q := NewWithConfig(cfg)
+	q.Apply(&Cmd{Op: OpTouch, Now: 1000}, nil)
+	if out, _ := q.Apply(&Cmd{Op: OpTick, Now: 1100}, nil); len(out) != 1 || !q.Expired() {
+		t.Fatalf("first expiry: %+v", out)
+	}
+	q.Apply(&Cmd{Op: OpGet, Now: 1150}, nil) // a basic.get is a use
+	if q.Expired() || q.ExpiresAt() != 1250 {
+		t.Fatalf("after a use: Expired %v, ExpiresAt %d", q.Expired(), q.ExpiresAt())
+	}
+	if out, _ := q.Apply(&Cmd{Op: OpTick, Now: 1200}, nil); len(out) != 0 {
+		t.Fatalf("expired again too early: %+v", out)
+	}
+	if out, _ := q.Apply(&Cmd{Op: OpTick, Now: 1250}, nil); len(out) != 1 || out[0].Kind != EffExpired {
+		t.Fatalf("second expiry: %+v", out)
+	}
+}

@@ -35,7 +35,10 @@
 //   - EffConfirm / EffReject: answer publish PubSeq of Publisher with
 //     basic.ack / basic.nack (a length limit refused it). A resend of a
 //     sequence already enqueued is confirmed again and not enqueued.
-//   - EffExpired: the queue went unused for Config.Expires: delete it.
+//   - EffExpired: the queue went unused for Config.Expires (no consumer,
+//     no OpTouch, OpAttach, OpDetach or OpGet; a tick that finds a
+//     consumer counts as a use): delete it. ExpiresAt says when to tick
+//     next; a use after the report takes it back (Expired).
 //
 // The typed methods (Publish, PublishAt, AddConsumer, RemoveConsumer,
 // Dispatch, DispatchAt, Get, GetAt, Settle, Return, ReturnAt, Discard,
