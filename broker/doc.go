@@ -124,7 +124,10 @@
 //
 // Stream queues (stream.go) are the exception to "queues have no
 // goroutine": each has one goroutine that hands appended messages to the
-// store as chunks and commits them (confirms, dispatch, retention), and
+// store as chunks and commits them (confirms, dispatch, retention) — every
+// change of the stream's log a queue.StreamCmd applied under
+// queueEntity.mu, its effects (chunks to write or delete) carried out with
+// no lock held — and
 // consumers behind the in-memory tail get a short-lived reader goroutine
 // per disk read. Both read Badger and wait on the journal with no lock
 // held and take queueEntity.mu only to change the stream's state. The

@@ -364,7 +364,7 @@ func (v *vhost) applyPolicies() {
 			continue
 		}
 		if qe.stream != nil {
-			qe.stream.s.SetConfig(streamConfig(c.set))
+			qe.stream.setConfigLocked(streamConfig(c.set))
 			qe.fx.policy = c.pol
 			qe.mu.Unlock()
 			qe.stream.signal()

@@ -12,8 +12,19 @@ import (
 )
 
 // Stream queues (x-queue-type=stream): the state machine is queue.Stream,
-// guarded by the queue's mu like a classic queue's. Around it the broker
-// runs, per stream, one goroutine (streamState.run) that
+// guarded by the queue's mu like a classic queue's. Its log changes
+// through commands (queue.StreamCmd, applyLocked): a publish appends
+// (StreamAppend), the goroutine below cuts chunks at the current time
+// (StreamTakeChunk), commits them once written (StreamCommit) or rewinds
+// past a failed write (StreamRewind), applies retention at the current
+// time (StreamRetain); an ack of a named consumer stores its offset
+// (StreamStoreOffset) and a policy change applies retention settings
+// (StreamSetConfig). The effects — chunks to write, chunks to delete —
+// are carried out with no lock held. The cursors (consumers, their credit
+// and disk reads) and the cache of committed messages are this node's and
+// change through the stream's typed methods, as does recovery (Restore,
+// RestoreOffset). Around it the broker runs, per stream, one goroutine
+// (streamState.run) that
 //   - takes the messages appended by publishers as chunks and hands them to
 //     the store's group-commit writer (no lock held, so the journal's
 //     backpressure blocks it and not a publisher holding the queue lock);
@@ -46,8 +57,9 @@ type streamState struct {
 	single  bool         // x-single-active-consumer: named consumers form groups
 	waits   []streamWait // confirms waiting for their chunk, in offset order
 	scratch []queue.StreamDelivery
-	closed  bool   // no more reads are started
-	reads   uint64 // disk reads started, for management and tests
+	effects []queue.StreamEffect // applyLocked's buffer
+	closed  bool                 // no more reads are started
+	reads   uint64               // disk reads started, for management and tests
 	// commitWaits are closed once the stream is committed up to their end
 	// (or gone): tx.commit waits on them.
 	commitWaits []streamCommitWait
@@ -238,12 +250,19 @@ func (ss *streamState) writeChunks() {
 	qe := ss.qe
 	for {
 		qe.mu.Lock()
-		ci, entries, ok := ss.s.TakeChunk(nowMs(), streamChunkBytes)
+		cmd := queue.StreamCmd{Op: queue.StreamTakeChunk, Now: nowMs(), MaxBytes: streamChunkBytes}
+		effs, _ := ss.s.Apply(&cmd, ss.effects[:0])
+		var w queue.StreamEffect
+		if len(effs) > 0 {
+			w = effs[0]
+		}
+		ss.doneEffectsLocked(effs)
 		epoch := ss.epoch
 		qe.mu.Unlock()
-		if !ok {
+		if w.Kind != queue.EffStreamWrite {
 			return
 		}
+		ci, entries := w.Chunk, w.Entries
 		msgs := make([]store.StreamMessage, len(entries))
 		for i, e := range entries {
 			msgs[i] = store.StreamMessage{Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey,
@@ -262,8 +281,6 @@ func (ss *streamState) writeChunks() {
 	}
 }
 
-// complete commits the chunks the store finished, confirms their
-// publishes, applies retention and dispatches.
 // fitCacheLocked sizes the stream's in-memory tail: streamCacheBytes, or a
 // sixteenth of it while the broker is under memory pressure (paging.go).
 // Hold qe.mu.
@@ -272,12 +289,44 @@ func (ss *streamState) fitCacheLocked() {
 	if ss.qe.vhost.b.paging.Load() {
 		want /= 16
 	}
-	if cfg := ss.s.Config(); cfg.CacheBytes != want {
-		cfg.CacheBytes = want
-		ss.s.SetConfig(cfg)
+	if ss.s.Config().CacheBytes != want {
+		ss.s.SetCacheBytes(want)
 	}
 }
 
+// applyLocked applies cmd to the stream's log and returns the chunks its
+// effects ask to delete (EffStreamRemove), for the caller to remove from
+// the store once the lock is released. A refused command changes
+// nothing. Hold qe.mu.
+func (ss *streamState) applyLocked(cmd *queue.StreamCmd, remove []queue.ChunkInfo) []queue.ChunkInfo {
+	effs, _ := ss.s.Apply(cmd, ss.effects[:0])
+	for i := range effs {
+		if effs[i].Kind == queue.EffStreamRemove {
+			remove = append(remove, effs[i].Chunks...)
+		}
+	}
+	ss.doneEffectsLocked(effs)
+	return remove
+}
+
+// setConfigLocked applies a policy change to the stream's retention and
+// segment size (StreamSetConfig; the next retention applies it) and
+// resizes its cache. Hold qe.mu.
+func (ss *streamState) setConfigLocked(cfg queue.StreamConfig) {
+	cmd := queue.StreamCmd{Op: queue.StreamSetConfig, Config: cfg}
+	ss.applyLocked(&cmd, nil)
+	ss.fitCacheLocked()
+}
+
+// doneEffectsLocked hands the effect buffer back for the next command.
+// Hold qe.mu.
+func (ss *streamState) doneEffectsLocked(effs []queue.StreamEffect) {
+	clear(effs)
+	ss.effects = effs[:0]
+}
+
+// complete commits the chunks the store finished, confirms their
+// publishes, applies retention and dispatches.
 func (ss *streamState) complete(tick bool) {
 	ss.cmu.Lock()
 	list := ss.completed
@@ -313,7 +362,8 @@ func (ss *streamState) complete(tick bool) {
 			// message get a nack, and later chunks already written are
 			// deleted. The next message takes the failed chunk's offset.
 			ss.log.Error("writing stream chunk", zap.Uint64("offset", d.first), zap.Error(d.err))
-			discard = append(discard, ss.s.Rewind(d.first)...)
+			rewind := queue.StreamCmd{Op: queue.StreamRewind, Offset: d.first}
+			discard = ss.applyLocked(&rewind, discard)
 			ss.rewinds = append(ss.rewinds, streamRewind{from: d.first, err: d.err})
 			ss.epoch++
 			failed = append(failed, ss.waits...)
@@ -326,7 +376,8 @@ func (ss *streamState) complete(tick bool) {
 			ss.releaseCommitWaitsLocked(true, d.err)
 			continue
 		}
-		ss.s.Commit(d.end)
+		commit := queue.StreamCmd{Op: queue.StreamCommit, Offset: d.end}
+		ss.applyLocked(&commit, nil)
 		i := 0
 		for i < len(ss.waits) && ss.waits[i].off < d.end {
 			i++
@@ -338,7 +389,8 @@ func (ss *streamState) complete(tick bool) {
 	if tick {
 		ss.fitCacheLocked()
 	}
-	dropped := ss.s.Retain(nowMs())
+	retain := queue.StreamCmd{Op: queue.StreamRetain, Now: nowMs()}
+	dropped := ss.applyLocked(&retain, nil)
 	if qe.drained != nil && ss.s.PendingBytes() < streamPendingCap/2 {
 		close(qe.drained)
 		qe.drained = nil
@@ -391,7 +443,8 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 	m := *msg
 	m.Header = header
 	m.Persistent = true
-	ss.s.Append(&m, filter)
+	cmd := queue.StreamCmd{Op: queue.StreamAppend, Msg: &m, Filter: filter}
+	ss.applyLocked(&cmd, nil) // EffStreamAppended: off
 	qe.stats.publish++
 	if confirmSeq != 0 {
 		ch.confirms.hold(confirmSeq)
@@ -592,9 +645,11 @@ func (qe *queueEntity) streamSettleLocked(ps []pending) {
 	for i := range ps {
 		last = max(last, ps[i].seq)
 	}
-	qe.stream.s.Settle(cons.stream, len(ps), last)
+	qe.stream.s.Return(cons.stream, len(ps)) // credit back
 	qe.stats.ack += uint64(len(ps))
-	if cons.stream.Name != "" {
+	if name := cons.stream.Name; name != "" {
+		cmd := queue.StreamCmd{Op: queue.StreamStoreOffset, Name: name, Offset: last}
+		qe.stream.applyLocked(&cmd, nil)
 		qe.stream.signal()
 	}
 	qe.streamDispatchLocked()

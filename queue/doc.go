@@ -80,7 +80,16 @@
 //     so to which consumer, does. A snapshot records a paged-out message
 //     without its body.
 //
-// Streams (stream.go) are a separate state machine (Stream) that has not
-// been turned into commands yet: it still settles by count and keeps
-// consumers as pointers.
+// Streams (stream.go) are a separate state machine (Stream) of the same
+// shape (stream_command.go): StreamCmd values — StreamAppend,
+// StreamTakeChunk (a chunk cut at Now), StreamCommit, StreamRewind,
+// StreamRetain (retention at Now), StreamStoreOffset (a named consumer's
+// offset), StreamSetConfig, and StreamAppendChunk (a chunk with its
+// messages, committed: the form a replicated log carries) — applied with
+// Stream.Apply, effects (EffStreamAppended, EffStreamWrite,
+// EffStreamRemove) returned, the log's state snapshotted with
+// StreamSnapshot (stream_snapshot.go). Its cursors (StreamConsumer, by
+// pointer, with credit, filters and read-ahead), the in-memory cache of
+// committed messages and the offsets not yet persisted are this node's,
+// not replicated state, and change through typed methods.
 package queue

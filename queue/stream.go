@@ -213,8 +213,11 @@ func (s *Stream) Chunks() int { return len(s.chunks) }
 func (s *Stream) PendingBytes() int64 { return s.pending }
 
 // Append adds msg to the log and returns its offset. It is delivered once
-// a chunk holding it is committed.
-func (s *Stream) Append(msg *Message, filter string) uint64 {
+// a chunk holding it is committed. It is StreamAppend without the Cmd
+// value.
+func (s *Stream) Append(msg *Message, filter string) uint64 { return s.append(msg, filter) }
+
+func (s *Stream) append(msg *Message, filter string) uint64 {
 	off := s.next
 	s.next++
 	s.pending += int64(msg.Size())
@@ -224,8 +227,14 @@ func (s *Stream) Append(msg *Message, filter string) uint64 {
 
 // TakeChunk takes the next messages to write, at most maxBytes of bodies
 // (at least one message), as a chunk timestamped now. ok is false when
-// nothing waits. The entries slice is the caller's.
+// nothing waits. The entries slice is the caller's. It is StreamTakeChunk
+// without the Cmd value.
 func (s *Stream) TakeChunk(now, maxBytes int64) (ChunkInfo, []StreamEntry, bool) {
+	return s.takeChunk(now, maxBytes)
+}
+
+// takeChunk is TakeChunk; a negative maxBytes takes every message waiting.
+func (s *Stream) takeChunk(now, maxBytes int64) (ChunkInfo, []StreamEntry, bool) {
 	i := s.tailHead + int(s.written-s.tailFirst)
 	if i >= len(s.tail) {
 		return ChunkInfo{}, nil, false
@@ -233,7 +242,7 @@ func (s *Stream) TakeChunk(now, maxBytes int64) (ChunkInfo, []StreamEntry, bool)
 	ci := ChunkInfo{First: s.written, Timestamp: now}
 	j := i
 	set := make(map[string]struct{})
-	for j < len(s.tail) && (j == i || ci.Bytes+int64(s.tail[j].Msg.Size()) <= maxBytes) {
+	for j < len(s.tail) && (j == i || maxBytes < 0 || ci.Bytes+int64(s.tail[j].Msg.Size()) <= maxBytes) {
 		e := &s.tail[j]
 		ci.Bytes += int64(e.Msg.Size())
 		if e.Filter == "" {
@@ -298,8 +307,11 @@ func (s *Stream) Restore(ci ChunkInfo) {
 func (s *Stream) RestoreOffset(name string, off uint64) { s.named[name] = off }
 
 // Commit records that every offset below end is durable and may be
-// delivered, and trims the tail to its cache budget.
-func (s *Stream) Commit(end uint64) {
+// delivered, and trims the tail to its cache budget. It is StreamCommit
+// without the Cmd value (and its check of end).
+func (s *Stream) Commit(end uint64) { s.commit(end) }
+
+func (s *Stream) commit(end uint64) {
 	if end <= s.committed {
 		return
 	}
@@ -317,8 +329,11 @@ func (s *Stream) Commit(end uint64) {
 // message that is not durable is never delivered and offsets keep no gap.
 // Consumers waiting beyond from wait at from. from is the first offset of a
 // chunk taken and not committed. Rewind returns the chunks dropped: later
-// ones may have been written and are to be deleted.
-func (s *Stream) Rewind(from uint64) []ChunkInfo {
+// ones may have been written and are to be deleted. It is StreamRewind
+// without the Cmd value.
+func (s *Stream) Rewind(from uint64) []ChunkInfo { return s.rewind(from) }
+
+func (s *Stream) rewind(from uint64) []ChunkInfo {
 	if from < s.committed || from >= s.next {
 		return nil
 	}
@@ -377,8 +392,11 @@ func (s *Stream) trimTail() {
 // Retain drops whole segments, oldest first, while the log is over
 // MaxBytes or its oldest segment is older than MaxAge at now; the active
 // (last) segment is always kept. It returns the dropped chunks (to delete
-// from the store) and moves the first offset forward.
-func (s *Stream) Retain(now int64) []ChunkInfo {
+// from the store) and moves the first offset forward. It is StreamRetain
+// without the Cmd value.
+func (s *Stream) Retain(now int64) []ChunkInfo { return s.retain(now) }
+
+func (s *Stream) retain(now int64) []ChunkInfo {
 	var dropped []ChunkInfo
 	for len(s.segments) > 1 {
 		seg := s.segments[0]
@@ -534,20 +552,17 @@ func (s *Stream) rebalance(name string, joined *StreamConsumer) {
 func (s *Stream) Consumers() []*StreamConsumer { return s.consumers }
 
 // Settle acknowledges n deliveries to c (credit back); last is the highest
-// offset among them, recorded for a named consumer.
+// offset among them, stored for a named consumer (StreamStoreOffset).
 func (s *Stream) Settle(c *StreamConsumer, n int, last uint64) {
 	c.unacked = max(c.unacked-n, 0)
-	if c.Name == "" {
-		return
-	}
-	if cur, ok := s.named[c.Name]; !ok || last > cur {
-		s.named[c.Name] = last
-		s.dirty[c.Name] = struct{}{}
+	if c.Name != "" {
+		s.storeOffset(c.Name, last)
 	}
 }
 
-// Return gives back credit for n deliveries without recording an offset
-// (a rejected or requeued delivery: streams cannot requeue).
+// Return gives back credit for n deliveries without storing an offset (a
+// rejected or requeued delivery: streams cannot requeue; or an ack whose
+// offset the owner stores with StreamStoreOffset).
 func (s *Stream) Return(c *StreamConsumer, n int) { c.unacked = max(c.unacked-n, 0) }
 
 // Fill hands c what the broker read from disk for its ReadRequest from
@@ -680,11 +695,19 @@ func (s *Stream) More() bool { return s.more }
 
 // chunkAt is the chunk holding off, or nil.
 func (s *Stream) chunkAt(off uint64) *ChunkInfo {
-	i := sort.Search(len(s.chunks), func(i int) bool { return s.chunks[i].End() > off })
-	if i < len(s.chunks) && s.chunks[i].First <= off {
+	if i := s.chunkAtIndex(off); i >= 0 {
 		return &s.chunks[i]
 	}
 	return nil
+}
+
+// chunkAtIndex is the index of the chunk holding off, or -1.
+func (s *Stream) chunkAtIndex(off uint64) int {
+	i := sort.Search(len(s.chunks), func(i int) bool { return s.chunks[i].End() > off })
+	if i < len(s.chunks) && s.chunks[i].First <= off {
+		return i
+	}
+	return -1
 }
 
 // ChunkFor is the first offset of the chunk holding off (off itself when
