@@ -32,9 +32,22 @@ import "github.com/warrenmq/warren/queue"
 // keep a queue with x-expires alive (OpTouch: a redeclare, a consume, a
 // basic.get, the last consumer leaving). Publishes (publish.go, batch.go, deadletter.go,
 // expiry.go), recovery (Restore), paging and a deleted queue's drop still
-// call the state machine's typed methods, which are the same transitions:
-// a publish needs the message id the queue gives it (to journal it) and no
-// effect reports it yet. Each consumer's gate (consumer.Acquire) is set
+// call the state machine's typed methods, which are the same transitions.
+//
+// Publishes stay typed (Publish, PublishAt) for cost, not for want of an
+// effect: OpEnqueue with Cmd.ReportEnqueued reports the id a kept message
+// got (EffEnqueued, to journal it under) and a refusal (EffReject), which
+// is all this path needs. Through Apply, though, one enqueue writes a
+// command and an effect value of some 200 and 100 bytes and reads them
+// back, about twice the enqueue itself (queue's BenchmarkEnqueue: typed
+// vs apply), paid per queue of a fanout: BenchmarkFanout/queues=1000 ran
+// about twice as slow with publish.go's, deadletter.go's and
+// linkserve.go's enqueues through Apply. A replicated queue applies
+// OpEnqueue anyway — the command is what its log carries, with the
+// publisher id and sequence for resends (Cmd.Publisher, PubSeq) — and
+// takes the confirm from EffConfirm once the entry is committed, not from
+// the local journal; a single node gains nothing from the command and
+// keeps the typed call, the same transition. Each consumer's gate (consumer.Acquire) is set
 // with Queue.SetGate: this node's limit, asked during dispatch (why it is
 // not credit in the state: queue/doc.go).
 //

@@ -27,7 +27,10 @@ const (
 	// OpEnqueue publishes Msg at Now with per-message TTL TTL (-1 = none).
 	// With a Publisher, PubSeq is its sequence number: a sequence not
 	// above the highest already enqueued by that publisher is a resend,
-	// not enqueued again but confirmed (EffConfirm) again.
+	// not enqueued again but confirmed (EffConfirm) again. With
+	// ReportEnqueued the outcome is reported whatever the publisher: the
+	// message id given to a message kept (EffEnqueued), a refusal by a
+	// length limit (EffReject).
 	OpEnqueue Op = iota + 1
 	// OpAttach adds consumer Consumer with Prefetch, Priority, NoAck and
 	// Exclusive.
@@ -79,6 +82,9 @@ type Cmd struct {
 	TTL       int64
 	Publisher PublisherID
 	PubSeq    uint64
+	// ReportEnqueued asks for EffEnqueued (and EffReject without a
+	// Publisher): the owner stores the message under its id.
+	ReportEnqueued bool
 
 	// Attach, detach; Get's and Attach's NoAck.
 	Consumer  ConsumerID
@@ -125,6 +131,12 @@ const (
 	EffReject
 	// EffExpired: the queue went unused for Config.Expires: delete it.
 	EffExpired
+	// EffEnqueued: the enqueued message Entry.Msg was kept with id
+	// Entry.Seq (OpEnqueue with ReportEnqueued): store it under that id.
+	// A message accepted but not kept (a TTL of 0 with no consumer ready,
+	// or dropped at once by a length limit) has no EffEnqueued; it is
+	// among the EffDeadLetter effects before.
+	EffEnqueued
 )
 
 // Effect is one thing the owner must do after Apply.
@@ -273,15 +285,37 @@ func (q *Queue) applyEnqueue(cmd *Cmd, out []Effect) []Effect {
 		return append(out, Effect{Kind: EffConfirm, Publisher: cmd.Publisher, PubSeq: cmd.PubSeq})
 	}
 	var (
+		seq      uint64
 		accepted = true
+		kept     = true
 		dls      []DeadLetter
 	)
-	if cmd.Now == 0 && cmd.TTL < 0 {
-		accepted = q.Publish(cmd.Msg) != 0
+	if cmd.Now == 0 && cmd.TTL < 0 && (q.cfg.plain() || !cmd.ReportEnqueued) {
+		// Publish drops without a trace what limits drop: reported
+		// enqueues with limits go through PublishAt.
+		seq = q.Publish(cmd.Msg)
+		accepted = seq != 0
 	} else {
-		_, accepted, dls = q.PublishAt(cmd.Msg, cmd.Now, cmd.TTL)
+		seq, accepted, dls = q.PublishAt(cmd.Msg, cmd.Now, cmd.TTL)
+		for i := range dls {
+			if dls[i].Entry.Msg == cmd.Msg {
+				kept = false
+			}
+		}
 	}
 	out = appendDeadLetters(out, dls)
+	if cmd.ReportEnqueued {
+		if accepted && kept {
+			out = grow(out)
+			f := &out[len(out)-1]
+			f.Kind = EffEnqueued
+			f.Entry.Msg = cmd.Msg
+			f.Entry.Seq = seq
+			f.Entry.Size = cmd.Msg.Size()
+		} else if !accepted && cmd.Publisher == 0 {
+			return append(out, Effect{Kind: EffReject})
+		}
+	}
 	if cmd.Publisher != 0 {
 		k := EffConfirm
 		if !accepted {

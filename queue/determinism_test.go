@@ -95,6 +95,7 @@ func (w *workload) next() Cmd {
 		cmd.Msg = &Message{Exchange: "x", RoutingKey: fmt.Sprint("k", r.IntN(3)), Header: []byte{byte(r.IntN(256))},
 			Body: body, Persistent: r.IntN(2) == 0, Priority: uint8(r.IntN(6))}
 		cmd.TTL = -1
+		cmd.ReportEnqueued = len(body)%2 == 0 // as an owner that journals by id asks
 		switch r.IntN(10) {
 		case 0:
 			cmd.TTL = 0
@@ -288,7 +289,7 @@ func checkWorkload(t *testing.T, w *workload) {
 			t.Errorf("workload produced no %q", want)
 		}
 	}
-	var deliveries, confirms, rejects, settles int
+	var deliveries, confirms, rejects, settles, enqueued int
 	for _, effs := range w.effects {
 		for _, b := range bytes.Split(effs, []byte{'|'}) {
 			if len(b) == 0 {
@@ -303,11 +304,16 @@ func checkWorkload(t *testing.T, w *workload) {
 				rejects++
 			case EffSettled:
 				settles++
+			case EffEnqueued:
+				enqueued++
 			}
 		}
 	}
 	if deliveries < 500 || confirms < 500 || rejects == 0 || settles < 200 {
 		t.Errorf("deliveries %d confirms %d rejects %d settles %d: workload too tame", deliveries, confirms, rejects, settles)
+	}
+	if enqueued < 200 {
+		t.Errorf("%d messages reported enqueued: workload too tame", enqueued)
 	}
 }
 
@@ -466,4 +472,82 @@ func BenchmarkApplyPublishDeliverAck(b *testing.B) {
 			settled, _ = q.Apply(&settle, settled[:0])
 		}
 	}
+}
+
+// TestEnqueueReported: with ReportEnqueued an enqueue reports the id the
+// message was kept under, or its refusal, whatever the publisher; a
+// message accepted but not kept, or a resend, has no EffEnqueued.
+func TestEnqueueReported(t *testing.T) {
+	enq := func(q *Queue, cmd Cmd) []Effect {
+		cmd.Op, cmd.ReportEnqueued = OpEnqueue, true
+		out, err := q.Apply(&cmd, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	q := New()
+	for want := uint64(1); want <= 3; want++ {
+		m := msg("m")
+		out := enq(q, Cmd{Msg: m, TTL: -1})
+		if len(out) != 1 || out[0].Kind != EffEnqueued || out[0].Entry.Seq != want || out[0].Entry.Msg != m || out[0].Entry.Size != 1 {
+			t.Fatalf("plain enqueue %d: %+v", want, out)
+		}
+	}
+	out := enq(q, Cmd{Msg: msg("p"), TTL: -1, Now: 10, Publisher: 5, PubSeq: 1})
+	if len(out) != 2 || out[0].Kind != EffEnqueued || out[0].Entry.Seq != 4 || out[1].Kind != EffConfirm {
+		t.Fatalf("with a publisher: %+v", out)
+	}
+	if out := enq(q, Cmd{Msg: msg("p"), TTL: -1, Now: 10, Publisher: 5, PubSeq: 1}); len(out) != 1 || out[0].Kind != EffConfirm {
+		t.Fatalf("a resend: %+v", out)
+	}
+
+	cfg := DefaultConfig()
+	cfg.MaxLength, cfg.Overflow = 1, RejectPublish
+	limited := NewWithConfig(cfg)
+	enq(limited, Cmd{Msg: msg("a"), TTL: -1, Now: 10})
+	if out := enq(limited, Cmd{Msg: msg("b"), TTL: -1, Now: 10}); len(out) != 1 || out[0].Kind != EffReject || out[0].Publisher != 0 {
+		t.Fatalf("refused by the length limit: %+v", out)
+	}
+	if out := enq(limited, Cmd{Msg: msg("c"), TTL: -1}); len(out) != 1 || out[0].Kind != EffReject {
+		t.Fatalf("refused by the length limit without a clock: %+v", out)
+	}
+
+	m := msg("gone")
+	out = enq(New(), Cmd{Msg: m, TTL: 0, Now: 10})
+	if len(out) != 1 || out[0].Kind != EffDeadLetter || out[0].Entry.Msg != m || out[0].Reason != ReasonExpired {
+		t.Fatalf("a TTL of 0 with no consumer: %+v", out)
+	}
+}
+
+// BenchmarkEnqueue compares an enqueue to a plain queue through the typed
+// method (what the broker's publish path calls) with the same transition
+// through Apply with ReportEnqueued: the command and effect values cost
+// more than the transition itself.
+func BenchmarkEnqueue(b *testing.B) {
+	m := msg("0123456789abcdef")
+	b.Run("typed", func(b *testing.B) {
+		q := New()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			q.Publish(m)
+			if i%4096 == 4095 {
+				q.Purge()
+			}
+		}
+	})
+	b.Run("apply", func(b *testing.B) {
+		q := New()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			cmd := Cmd{Op: OpEnqueue, Msg: m, TTL: -1, ReportEnqueued: true}
+			var buf [2]Effect
+			if effs, _ := q.Apply(&cmd, buf[:0]); len(effs) != 1 {
+				b.Fatal(len(effs))
+			}
+			if i%4096 == 4095 {
+				q.Purge()
+			}
+		}
+	})
 }
