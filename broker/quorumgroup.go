@@ -25,12 +25,24 @@ import (
 //	'C' key config      create the queue (a no-op when it exists)
 //	'D' key             delete the queue
 //	'Q' key command     apply a queue command
+//	'B' n (len cmd)...  n commands of the kinds above, in order (one Raft
+//	                    entry for many proposals)
+//	'O' mask value now  the consumers whose ids match (id&mask == value)
+//	                    are gone (their node died or restarted): in every
+//	                    queue they are detached and what they held returned
 //	key: vhost(uvarint length, bytes) name(same) id(uvarint)
 //
+// After a queue command that can make a delivery possible (enqueue,
+// attach, settle, return, discard, set-config) and after 'O', the group
+// applies a checkout (queue.OpCheckout at the command's time) itself: the
+// deliveries are part of the command's effects, decided alike on every
+// replica, so no node has to propose them.
+//
 // Every replica applies every command and so holds the same state; Apply's
-// result (GroupResult) is the command's effects, which the proposer's node
-// gets. Message bodies are held in memory on every replica (the queue
-// state holds them) until the paging of replicated queues exists.
+// result is the command's effects (a *GroupResult; a []*GroupResult for
+// 'B' and 'O', one per command or queue), which the proposer's node gets.
+// Message bodies are held in memory on every replica (the queue state
+// holds them) until the paging of replicated queues exists.
 //
 // A snapshot holds every queue of the group: count, then per queue (sorted
 // by key) its key and its queue.Snapshot.
@@ -40,6 +52,8 @@ const (
 	groupCreate = 'C'
 	groupDelete = 'D'
 	groupQueue  = 'Q'
+	groupBatch  = 'B'
+	groupGone   = 'O'
 )
 
 // GroupQueueKey names a quorum queue in a data group.
@@ -129,12 +143,67 @@ func NewQueueGroup() *QueueGroup {
 	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue)}
 }
 
-// Apply implements StateMachine: it returns a *GroupResult.
+// GroupBatchCmd is the group command applying cmds in order.
+func GroupBatchCmd(cmds [][]byte) []byte {
+	n := 0
+	for _, c := range cmds {
+		n += len(c) + 4
+	}
+	b := appendU(append(make([]byte, 0, n+8), groupBatch), uint64(len(cmds)))
+	for _, c := range cmds {
+		b = appendS(b, c)
+	}
+	return b
+}
+
+// GroupGoneCmd is the group command detaching the consumers whose ids
+// match (id&mask == value) and returning what they held, at now.
+func GroupGoneCmd(mask, value queue.ConsumerID, now int64) []byte {
+	b := appendU([]byte{groupGone}, uint64(mask))
+	b = appendU(b, uint64(value))
+	return appendU(b, uint64(now))
+}
+
+// Apply implements StateMachine: it returns a *GroupResult, or a
+// []*GroupResult for a batch or a gone-consumers command.
 func (g *QueueGroup) Apply(index uint64, cmd []byte) any {
-	r := &GroupResult{}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.last = index
+	switch {
+	case len(cmd) > 0 && cmd[0] == groupBatch:
+		d := linkDecoder{b: cmd[1:]}
+		n := d.u()
+		if d.err != nil || n > uint64(len(d.b)) {
+			return []*GroupResult{g.done(index, &GroupResult{Err: ErrGroupCommand})}
+		}
+		out := make([]*GroupResult, 0, n)
+		for range n {
+			sub := d.raw()
+			if d.err != nil {
+				out = append(out, g.done(index, &GroupResult{Err: ErrGroupCommand}))
+				break
+			}
+			out = append(out, g.done(index, g.applyOne(sub)))
+		}
+		return out
+	case len(cmd) > 0 && cmd[0] == groupGone:
+		return g.applyGone(index, cmd[1:])
+	}
+	return g.done(index, g.applyOne(cmd))
+}
+
+// done hands r to the observer and returns it. Hold mu.
+func (g *QueueGroup) done(index uint64, r *GroupResult) *GroupResult {
+	if g.observe != nil {
+		g.observe(index, r)
+	}
+	return r
+}
+
+// applyOne applies a create, delete or queue command. Hold mu.
+func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
+	r := &GroupResult{}
 	if len(cmd) == 0 {
 		r.Err = ErrGroupCommand
 		return r
@@ -172,13 +241,57 @@ func (g *QueueGroup) Apply(index uint64, cmd []byte) any {
 			break
 		}
 		r.Effects, r.Err = q.Apply(&qc, nil)
+		switch qc.Op {
+		case queue.OpEnqueue, queue.OpAttach, queue.OpSettle, queue.OpReturn, queue.OpDiscard, queue.OpSetConfig:
+			co := queue.Cmd{Op: queue.OpCheckout, Now: qc.Now}
+			r.Effects, _ = q.Apply(&co, r.Effects)
+		}
 	default:
 		r.Err = ErrGroupCommand
 	}
-	if g.observe != nil {
-		g.observe(index, r)
-	}
 	return r
+}
+
+// applyGone detaches the matching consumers of every queue, returns what
+// they held and dispatches. Hold mu.
+func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
+	d := linkDecoder{b: b}
+	mask, value, now := queue.ConsumerID(d.u()), queue.ConsumerID(d.u()), int64(d.u())
+	if d.err != nil || len(d.b) != 0 {
+		return []*GroupResult{g.done(index, &GroupResult{Err: ErrGroupCommand})}
+	}
+	keys := make([]GroupQueueKey, 0, len(g.queues))
+	for k := range g.queues {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	var out []*GroupResult
+	var ids []queue.ConsumerID
+	for _, k := range keys {
+		q := g.queues[k]
+		ids = q.ConsumerIDs(ids[:0])
+		seqs := q.HeldBy(mask, value, nil)
+		r := &GroupResult{Key: k}
+		touched := len(seqs) > 0
+		for _, id := range ids {
+			if id&mask == value {
+				c := queue.Cmd{Op: queue.OpDetach, Consumer: id, Now: now}
+				r.Effects, _ = q.Apply(&c, r.Effects)
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		if len(seqs) > 0 {
+			c := queue.Cmd{Op: queue.OpReturn, Seqs: seqs, Now: now}
+			r.Effects, _ = q.Apply(&c, r.Effects)
+		}
+		c := queue.Cmd{Op: queue.OpCheckout, Now: now}
+		r.Effects, _ = q.Apply(&c, r.Effects)
+		out = append(out, g.done(index, r))
+	}
+	return out
 }
 
 // Observe makes f see every command applied from now on, with its result

@@ -32,6 +32,8 @@ func (w *groupWorkload) next() []byte {
 	k := w.keys[r.IntN(len(w.keys))]
 	cmd := queue.Cmd{Now: w.now}
 	switch n := r.IntN(100); {
+	case n < 1:
+		return GroupGoneCmd(3, queue.ConsumerID(r.IntN(4)), w.now)
 	case n < 2:
 		return GroupDeleteCmd(k)
 	case n < 6:
@@ -61,8 +63,17 @@ func (w *groupWorkload) next() []byte {
 			cmd.Consumer = cs[i]
 			w.cons[k] = append(cs[:i:i], cs[i+1:]...)
 		}
-	case n < 65:
+	case n < 62:
 		cmd.Op = queue.OpCheckout
+	case n < 65:
+		var cmds [][]byte
+		for range 1 + r.IntN(3) {
+			c := w.next()
+			if c[0] == groupQueue || c[0] == groupCreate {
+				cmds = append(cmds, c)
+			}
+		}
+		return GroupBatchCmd(cmds)
 	case n < 90:
 		hs := w.held[k]
 		if len(hs) == 0 {
@@ -79,13 +90,38 @@ func (w *groupWorkload) next() []byte {
 	return AppendGroupQueueCmd(nil, k, &cmd)
 }
 
-// seen records the deliveries a result hands out.
-func (w *groupWorkload) seen(res *GroupResult) {
-	for _, f := range res.Effects {
-		if f.Kind == queue.EffDeliver && f.Consumer != 0 {
-			w.held[res.Key] = append(w.held[res.Key], f.Entry.Seq)
+// results is the results of one Apply.
+func results(v any) []*GroupResult {
+	if rs, ok := v.([]*GroupResult); ok {
+		return rs
+	}
+	return []*GroupResult{v.(*GroupResult)}
+}
+
+// seen records the deliveries results hand out, and counts them.
+func (w *groupWorkload) seen(rs []*GroupResult) int {
+	n := 0
+	for _, res := range rs {
+		for _, f := range res.Effects {
+			if f.Kind == queue.EffDeliver && f.Consumer != 0 {
+				w.held[res.Key] = append(w.held[res.Key], f.Entry.Seq)
+				n++
+			}
 		}
 	}
+	return n
+}
+
+func sameResults(a, b []*GroupResult) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameResult(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestQueueGroupReplay applies a random group command log to one group
@@ -123,19 +159,14 @@ func TestQueueGroupReplay(t *testing.T) {
 				}
 			}
 			cmd := w.next()
-			ra := a.Apply(i, cmd).(*GroupResult)
-			w.seen(ra)
-			for _, f := range ra.Effects {
-				if f.Kind == queue.EffDeliver {
-					deliveries++
-				}
-			}
-			rc := c.Apply(i, cmd).(*GroupResult)
-			if !sameResult(ra, rc) {
+			ra := results(a.Apply(i, cmd))
+			deliveries += w.seen(ra)
+			rc := results(c.Apply(i, cmd))
+			if !sameResults(ra, rc) {
 				t.Fatalf("seed %d command %d: results differ: %+v / %+v", seed, i, ra, rc)
 			}
 			if b != nil {
-				if rb := b.Apply(i, cmd).(*GroupResult); !sameResult(ra, rb) {
+				if rb := results(b.Apply(i, cmd)); !sameResults(ra, rb) {
 					t.Fatalf("seed %d command %d: restored machine's result differs: %+v / %+v", seed, i, ra, rb)
 				}
 			}
@@ -202,5 +233,46 @@ func TestQueueGroupRefusals(t *testing.T) {
 	}
 	if err := NewQueueGroup().Restore(1, bytes.NewReader([]byte{5})); err == nil {
 		t.Fatal("a truncated snapshot restored")
+	}
+}
+
+// TestQueueGroupGone: the consumers of a node that is gone are detached
+// and what they held goes to the other consumers, redelivered; a checkout
+// follows enqueues and attaches without being proposed.
+func TestQueueGroupGone(t *testing.T) {
+	g := NewQueueGroup()
+	k := GroupQueueKey{VHost: "/", Name: "q", ID: 1}
+	g.Apply(1, GroupCreateCmd(k, queue.DefaultConfig()))
+	a, b := queue.ConsumerID(0x0101), queue.ConsumerID(0x0202)
+	attach := queue.Cmd{Op: queue.OpAttach, Consumer: a, Prefetch: 1}
+	g.Apply(2, AppendGroupQueueCmd(nil, k, &attach))
+	pub := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{Body: []byte("m1")}, Publisher: 9, PubSeq: 1}
+	r := g.Apply(3, AppendGroupQueueCmd(nil, k, &pub)).(*GroupResult)
+	var kinds []queue.EffectKind
+	for _, f := range r.Effects {
+		kinds = append(kinds, f.Kind)
+	}
+	if len(kinds) != 2 || kinds[0] != queue.EffConfirm || kinds[1] != queue.EffDeliver || r.Effects[1].Consumer != a {
+		t.Fatalf("enqueue effects %+v", r.Effects)
+	}
+	attach.Consumer = b
+	if r := g.Apply(4, AppendGroupQueueCmd(nil, k, &attach)).(*GroupResult); len(r.Effects) != 0 {
+		t.Fatalf("attach of b delivered %+v", r.Effects)
+	}
+	rs := g.Apply(5, GroupGoneCmd(0xff00, 0x0100, 100)).([]*GroupResult)
+	if len(rs) != 1 || len(rs[0].Effects) != 1 {
+		t.Fatalf("gone results %+v", rs)
+	}
+	f := rs[0].Effects[0]
+	if f.Kind != queue.EffDeliver || f.Consumer != b || !f.Entry.Redelivered || f.Entry.Deliveries != 2 {
+		t.Fatalf("gone effect %+v", f)
+	}
+	if _, unacked, consumers, _ := g.Counts(k); unacked != 1 || consumers != 1 {
+		t.Fatalf("after gone: %d unacked, %d consumers", unacked, consumers)
+	}
+	// A resend of publish 1 is confirmed, not enqueued again.
+	r = g.Apply(6, AppendGroupQueueCmd(nil, k, &pub)).(*GroupResult)
+	if ready, _, _, _ := g.Counts(k); ready != 0 || len(r.Effects) != 1 || r.Effects[0].Kind != queue.EffConfirm {
+		t.Fatalf("resend: ready %d effects %+v", ready, r.Effects)
 	}
 }
