@@ -25,8 +25,8 @@ import (
 //	'C' key config      create the queue (a no-op when it exists)
 //	'D' key             delete the queue
 //	'Q' key command     apply a queue command
-//	'B' n (len cmd)...  n commands of the kinds above, in order (one Raft
-//	                    entry for many proposals)
+//	'B' n (len cmd)...  n commands of the kinds above or 'O', in order
+//	                    (one Raft entry for many proposals)
 //	'O' mask value now  the consumers whose ids match (id&mask == value)
 //	                    are gone (their node died or restarted): in every
 //	                    queue they are detached and what they held returned
@@ -183,6 +183,16 @@ func (g *QueueGroup) Apply(index uint64, cmd []byte) any {
 			if d.err != nil {
 				out = append(out, g.done(index, &GroupResult{Err: ErrGroupCommand}))
 				break
+			}
+			if len(sub) > 0 && sub[0] == groupGone {
+				// Its results, one per queue, went to the observer;
+				// the batch reports the first (or none).
+				rs := g.applyGone(index, sub[1:])
+				if len(rs) == 0 {
+					rs = append(rs, &GroupResult{})
+				}
+				out = append(out, rs[0])
+				continue
 			}
 			out = append(out, g.done(index, g.applyOne(sub)))
 		}

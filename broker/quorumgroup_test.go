@@ -69,7 +69,7 @@ func (w *groupWorkload) next() []byte {
 		var cmds [][]byte
 		for range 1 + r.IntN(3) {
 			c := w.next()
-			if c[0] == groupQueue || c[0] == groupCreate {
+			if c[0] != groupBatch {
 				cmds = append(cmds, c)
 			}
 		}

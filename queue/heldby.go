@@ -31,3 +31,21 @@ func (q *Queue) ConsumerIDs(ids []ConsumerID) []ConsumerID {
 	}
 	return ids
 }
+
+// HolderIDs appends the ids of the consumers holding unacknowledged
+// deliveries (one per delivery; detached consumers too) to ids and
+// returns it.
+func (q *Queue) HolderIDs(ids []ConsumerID) []ConsumerID {
+	h := &q.held
+	for i := h.head; i < len(h.list); i++ {
+		if x := &h.list[i]; !x.hole() && x.c != nil {
+			ids = append(ids, x.c.ID)
+		}
+	}
+	for _, x := range h.late {
+		if x.c != nil {
+			ids = append(ids, x.c.ID)
+		}
+	}
+	return ids
+}
