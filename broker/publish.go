@@ -298,7 +298,7 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 		qe.mu.Lock()
 		if qe.repl != nil {
 			// A replicated quorum queue: routed if its group may take it.
-			routed = !qe.deleted && ch.publishReplLocked(qe, msg, confirmSeq) || routed
+			routed = !qe.deleted && ch.publishReplLocked(qe, msg, confirmSeq, &throttle) || routed
 		} else if qe.home != nil {
 			// A remote queue: routed if its home node takes it (link.go).
 			routed = !qe.deleted && ch.forwardLocked(qe, msg, confirmSeq, &throttle) || routed
@@ -324,7 +324,7 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 // mark. Hold qe.mu.
 func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) (dead bool) {
 	if qe.repl != nil {
-		ch.publishReplLocked(qe, msg, confirmSeq)
+		ch.publishReplLocked(qe, msg, confirmSeq, throttle)
 		return false
 	}
 	if qe.home != nil {

@@ -37,7 +37,9 @@ import (
 //     sequence; the publisher's confirm waits for the command to be
 //     committed (a majority of the group has it fsynced) and applied on
 //     this node, and is a nack when the length limit refused it or the
-//     group did not take it in time.
+//     group did not take it in time. While more than replHighBytes of this
+//     node's commands wait for a group, its publishers are held back
+//     (conn.holdPublisher), as for a deep queue.
 //   - basic.consume: the consumer's id names this node and its process
 //     (replConsumerID); consume-ok goes out, then OpAttach. Every replica
 //     applies the checkouts the group decides (after each enqueue, attach,
@@ -303,39 +305,67 @@ type groupProposer struct {
 	pending []replCmd
 	bytes   int
 	running bool
+	// drained, while the backlog is over replHighBytes, is closed once it
+	// falls to replLowBytes: publishers wait on it (flow control).
+	drained chan struct{}
 }
 
-// maxBatchBytes bounds the commands of one entry.
-const maxBatchBytes = 4 << 20
+// maxBatchBytes bounds the commands of one entry; over replHighBytes of
+// commands waiting, publishers are held back (conn.holdPublisher) until
+// the backlog falls to replLowBytes.
+const (
+	maxBatchBytes = 4 << 20
+	replHighBytes = 64 << 20
+	replLowBytes  = 16 << 20
+)
 
 // submit queues cmd; done (maybe nil) gets its result, on the proposer's
-// goroutine. It never blocks.
-func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) {
+// goroutine. It never blocks: over replHighBytes of backlog it returns a
+// channel closed once the backlog has drained to replLowBytes, for the
+// caller's publisher to wait on.
+func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drained chan struct{}) {
 	p.mu.Lock()
 	p.pending = append(p.pending, replCmd{cmd: cmd, done: done})
 	p.bytes += len(cmd)
+	if p.bytes > replHighBytes {
+		if p.drained == nil {
+			p.drained = make(chan struct{})
+		}
+		drained = p.drained
+	}
 	start := !p.running
 	p.running = true
 	p.mu.Unlock()
 	if !start {
-		return
+		return drained
 	}
 	r := &p.b.repl
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		p.failAll(ErrLogClosed)
-		return
+		return nil
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go p.run()
+	return drained
+}
+
+// releaseLocked wakes the publishers waiting for the backlog once it is
+// low enough (or gone). Hold p.mu.
+func (p *groupProposer) releaseLocked() {
+	if p.drained != nil && (p.bytes <= replLowBytes || !p.running) {
+		close(p.drained)
+		p.drained = nil
+	}
 }
 
 func (p *groupProposer) failAll(err error) {
 	p.mu.Lock()
 	cmds := p.pending
 	p.pending, p.bytes, p.running = nil, 0, false
+	p.releaseLocked()
 	p.mu.Unlock()
 	for _, c := range cmds {
 		if c.done != nil {
@@ -357,6 +387,7 @@ func (p *groupProposer) run() {
 		}
 		if n == 0 {
 			p.running = false
+			p.releaseLocked()
 			p.mu.Unlock()
 			return
 		}
@@ -364,6 +395,7 @@ func (p *groupProposer) run() {
 		clear(p.pending[:n])
 		p.pending = p.pending[n:]
 		p.bytes -= size
+		p.releaseLocked()
 		p.mu.Unlock()
 		cmds = cmds[:0]
 		for _, c := range batch {
@@ -454,9 +486,10 @@ func (b *Broker) replCounts(qe *queueEntity) (ready, consumers int) {
 }
 
 // publishReplLocked proposes the enqueue of msg on qe; with confirmSeq
-// the confirm waits for its result. It reports whether the message went.
-// Hold qe.mu; nothing here blocks.
-func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64) bool {
+// the confirm waits for its result. It reports whether the message went,
+// and sets *throttle when the group's backlog on this node is over its
+// bound. Hold qe.mu; nothing here blocks.
+func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
 	p := ch.c.b.proposer(qe.repl.group)
 	if p == nil {
 		if confirmSeq != 0 {
@@ -492,7 +525,9 @@ func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confir
 		}
 	}
 	qe.stats.publish++
-	p.submit(qe.queueCmd(&c), done)
+	if d := p.submit(qe.queueCmd(&c), done); d != nil && *throttle == nil {
+		*throttle = d
+	}
 	return true
 }
 
