@@ -126,6 +126,10 @@ type Config struct {
 	// node's cluster port hands the link streams peers open to
 	// Broker.ServeLink.
 	Link Link
+	// QuorumGroups, with NodeName, reaches the cluster's data groups:
+	// quorum queues are replicated in them (quorumrepl.go). Nil: quorum
+	// queues live on one node.
+	QuorumGroups QuorumGroups
 }
 
 func (c *Config) setDefaults() {
@@ -281,6 +285,8 @@ type Broker struct {
 
 	// delayed is the delayed-message scheduler's state (delayed.go).
 	delayed delayedState
+	// repl is this node's side of the data groups (quorumrepl.go).
+	repl replState
 }
 
 // New returns a broker with the default user and vhost. It does no I/O.
@@ -297,6 +303,7 @@ func New(cfg Config) (*Broker, error) {
 		conns:   make(map[*conn]struct{}),
 		connIDs: make(map[uint64]*conn),
 	}
+	b.repl.init(cfg.NodeName)
 	// The default vhost, user and permission are the first of their kinds:
 	// id 1 each, on every node.
 	v := newVHost(b, cfg.DefaultVHost)
@@ -397,6 +404,7 @@ func (b *Broker) Serve(ctx context.Context) error {
 	wg.Go(func() { b.monitorResources(monStop) })
 	wg.Go(func() { b.monitorConsumerTimeouts(monStop) })
 	wg.Go(func() { b.runDelayed(monStop) })
+	b.startRepl()
 	defer func() {
 		close(monStop)
 		wg.Wait()
@@ -515,6 +523,7 @@ func (b *Broker) Close() error {
 		c.forceClose("broker forced connection closure with reason 'shutdown'")
 	}
 	b.connWG.Wait()
+	b.closeRepl()
 	b.closeLinks()
 	b.stopStreams()
 	b.pagerMu.Lock()

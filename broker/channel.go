@@ -38,9 +38,14 @@ type channel struct {
 	}
 	globalUnacked atomic.Int32
 
-	confirm      bool
-	confirmSeq   uint64 // last publish sequence number
-	confirms     confirmTracker
+	confirm    bool
+	confirmSeq uint64 // last publish sequence number
+	confirms   confirmTracker
+	// replPub and replSeq are the channel's publisher id and last sequence
+	// in the enqueues it proposes to data groups (quorumrepl.go; reader
+	// goroutine).
+	replPub      uint64
+	replSeq      uint64
 	confirmDirty bool
 
 	tx     bool

@@ -190,6 +190,9 @@ func (ch *channel) consume(m *amqp.BasicConsume) error {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassBasic, 20, "attempt to reuse consumer tag '%s'", tag)
 	}
 	prio, err := consumerPriority(m.Arguments, qe.name, ch.c.vhost.name)
+	if qe.repl != nil && err == nil {
+		return ch.consumeRepl(qe, m, tag, prio)
+	}
 	if qe.home != nil && err == nil {
 		return ch.consumeRemote(qe, m, tag, prio)
 	}
@@ -295,6 +298,10 @@ func (ch *channel) serverCancel(cons *consumer) {
 func (qe *queueEntity) removeConsumer(cons *consumer) {
 	if qe.stream != nil {
 		qe.removeStreamConsumer(cons)
+		return
+	}
+	if qe.repl != nil {
+		qe.removeReplConsumer(cons)
 		return
 	}
 	if qe.home != nil {
@@ -437,6 +444,9 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	}
 	if qe.stream != nil {
 		return streamGetError(qe)
+	}
+	if qe.repl != nil {
+		return ch.getRepl(qe, m)
 	}
 	if qe.home != nil {
 		return ch.getRemote(qe, m)
@@ -585,6 +595,10 @@ func (ch *channel) settle(ps []pending) {
 			j++
 		}
 		qe := ps[i].qe
+		if qe.repl != nil {
+			i = ch.settleRepl(queue.OpSettle, ps, i)
+			continue
+		}
 		if qe.home != nil {
 			i = ch.settleRemote(linkSettle, ps, i)
 			continue
@@ -610,6 +624,10 @@ func (ch *channel) requeue(ps []pending) {
 		qe := ps[i].qe
 		if qe.stream != nil {
 			i = ch.streamReturn(ps, i)
+			continue
+		}
+		if qe.repl != nil {
+			i = ch.settleRepl(queue.OpReturn, ps, i)
 			continue
 		}
 		if qe.home != nil {

@@ -212,6 +212,10 @@ func (ch *channel) discard(ps []pending) {
 	ch.releaseGlobal(ps)
 	for i := 0; i < len(ps); {
 		qe := ps[i].qe
+		if qe.repl != nil {
+			i = ch.settleRepl(queue.OpDiscard, ps, i)
+			continue
+		}
 		if qe.home != nil {
 			i = ch.settleRemote(linkDiscard, ps, i)
 			continue

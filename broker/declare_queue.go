@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
@@ -82,6 +83,12 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		ch.declareOk(m.NoWait, qe)
 		return nil
 	}
+	node := ""
+	if quorumArg(m.Arguments) && ch.c.b.replicated() && !m.Exclusive {
+		if g := ch.c.b.placeQuorum(v, name, m.Arguments); g != 0 {
+			node = groupNode(g)
+		}
+	}
 	if name == "" {
 		name = randomName("amq.gen-")
 	} else if strings.HasPrefix(name, "amq.") {
@@ -106,9 +113,14 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		}
 		r := ch.c.b.propose(&defCmd{Op: opDeclareQueue, VHost: v.name, VHostID: v.storeID, Name: name,
 			Durable: durable, Exclusive: m.Exclusive, AutoDelete: m.AutoDelete, Args: args, Owner: ch.c.id,
-			Node: ch.c.b.placeQueue(v, name, m.Arguments, m.Exclusive)})
+			Node: cmp.Or(node, ch.c.b.placeQueue(v, name, m.Arguments, m.Exclusive))})
 		if r.err != nil {
 			return r.err
+		}
+		if r.qe != nil && r.qe.repl != nil {
+			if err := ch.c.b.createRepl(r.qe, cls, mth); err != nil {
+				return err
+			}
 		}
 		if !r.existed {
 			if m.Exclusive {
@@ -132,6 +144,11 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	if qe.home != nil {
 		return ch.remoteDeclareOk(m.NoWait, qe)
 	}
+	if qe.repl != nil {
+		if err := ch.c.b.createRepl(qe, cls, mth); err != nil {
+			return err
+		}
+	}
 	qe.touch()
 	ch.declareOk(m.NoWait, qe)
 	return nil
@@ -139,6 +156,11 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 
 func (ch *channel) declareOk(noWait bool, qe *queueEntity) {
 	if noWait {
+		return
+	}
+	if qe.repl != nil {
+		msgs, conss := qe.vhost.b.replCounts(qe)
+		ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: qe.name, MessageCount: uint32(msgs), ConsumerCount: uint32(conss)})
 		return
 	}
 	qe.mu.Lock()
@@ -237,6 +259,9 @@ func (ch *channel) queuePurge(m *amqp.QueuePurge) error {
 	if qe.stream != nil {
 		return streamPurgeError(qe)
 	}
+	if qe.repl != nil {
+		return ch.purgeRepl(qe, m)
+	}
 	if qe.home != nil {
 		return ch.purgeRemote(qe, m)
 	}
@@ -267,7 +292,9 @@ func (ch *channel) queueDelete(m *amqp.QueueDelete) error {
 		if err := ch.exclusiveAccess(qe, false, false, cls, mth); err != nil {
 			return err
 		}
-		if qe.home != nil {
+		if qe.repl != nil {
+			n, err = ch.deleteRepl(qe, m)
+		} else if qe.home != nil {
 			n, err = ch.deleteRemote(qe, m)
 		} else {
 			n, err = v.deleteQueue(qe, m.IfUnused, m.IfEmpty)

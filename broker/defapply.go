@@ -358,7 +358,7 @@ func (b *Broker) applyDeclareQueue(c *defCmd) DefResult {
 	qe.initFeatures(v.withPolicies(c.Name, args, settings))
 	v.mu.RUnlock()
 	qe.homeNode = c.Node
-	if !b.local(c.Node) {
+	if !qe.setRepl(c.Node) && !b.local(c.Node) {
 		qe.home = &remoteHome{node: c.Node, peer: b.peer(c.Node)}
 	}
 	if c.Exclusive && qe.home == nil {
@@ -380,7 +380,7 @@ func (b *Broker) applyDeclareQueue(c *defCmd) DefResult {
 	v.queues[c.Name] = qe
 	v.mu.Unlock()
 	b.mgmt.queuesCreated.Add(1)
-	if qe.home != nil {
+	if qe.home != nil || qe.repl != nil {
 		// Its timers and streams run on its home node.
 		return DefResult{id: qe.id, qe: qe, v: v}
 	}

@@ -20,6 +20,11 @@
 //	Broker.defMu → Broker.mu → vhost.mu → vhost.bindMu
 //	vhost.mu → queueEntity.mu → channel.mu → outbound.mu
 //	queueEntity.mu → linkPeer.mu, linkServer.mu → linkWriter.mu
+//	QueueGroup.mu → queueEntity.mu → groupProposer.mu → replState.mu
+//	QueueGroup.mu → channel.mu → outbound.mu
+//
+// (QueueGroup.mu is held while a data group applies a command, and the
+// node's deliveries of it are written: quorumrepl.go.)
 //
 // # Remote queues
 //

@@ -177,11 +177,11 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		qe.homeNode = q.Node
-		if !b.local(q.Node) {
+		if !qe.setRepl(q.Node) && !b.local(q.Node) {
 			qe.home = &remoteHome{node: q.Node, peer: b.peer(q.Node)}
 		}
 		v.queues[q.Name] = qe
-		if qe.home != nil {
+		if qe.home != nil || qe.repl != nil {
 			continue
 		}
 		if !recovering {

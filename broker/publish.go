@@ -296,7 +296,10 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 			qe.home.peer.awaitFirst()
 		}
 		qe.mu.Lock()
-		if qe.home != nil {
+		if qe.repl != nil {
+			// A replicated quorum queue: routed if its group may take it.
+			routed = !qe.deleted && ch.publishReplLocked(qe, msg, confirmSeq, &throttle) || routed
+		} else if qe.home != nil {
 			// A remote queue: routed if its home node takes it (link.go).
 			routed = !qe.deleted && ch.forwardLocked(qe, msg, confirmSeq, &throttle) || routed
 		} else if !qe.deleted {
@@ -320,6 +323,10 @@ func (ch *channel) deliverTo(targets []*queueEntity, msg *queue.Message, confirm
 // and sets *throttle to the backlog of a queue over the flow-control
 // mark. Hold qe.mu.
 func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) (dead bool) {
+	if qe.repl != nil {
+		ch.publishReplLocked(qe, msg, confirmSeq, throttle)
+		return false
+	}
 	if qe.home != nil {
 		ch.forwardLocked(qe, msg, confirmSeq, throttle)
 		return false

@@ -68,8 +68,17 @@ type QueueInfo struct {
 	Stream *StreamInfo
 	// Type is the queue type: classic, quorum or stream.
 	Type string
-	// Node is the queue's home node in a cluster ("" on a single node).
+	// Node is the queue's home node in a cluster ("" on a single node);
+	// for a quorum queue replicated in a data group, its group's leader.
 	Node string
+	// Leader, Members and Online are set for a replicated quorum queue:
+	// its group's leader as this node knows it ("" when none), members,
+	// and the members that are up as this node sees them. Unavailable is
+	// set when fewer than a majority of the members are up.
+	Leader      string
+	Members     []string
+	Online      []string
+	Unavailable bool
 }
 
 // ExchangeInfo describes an exchange.
@@ -229,6 +238,9 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	}
 	if qe.owner != nil {
 		qi.Owner = connName(qe.owner)
+	}
+	if qe.repl != nil {
+		return qe.replInfo(qi)
 	}
 	qe.mu.Lock()
 	defer qe.mu.Unlock()

@@ -167,6 +167,9 @@ type queueEntity struct {
 	home *remoteHome
 	// homeNode is the queue's node as placed ("" on a single node).
 	homeNode string
+	// repl is set on a quorum queue replicated in a data group
+	// (quorumrepl.go). Set before the entry is visible, never changed.
+	repl *replQueue
 }
 
 // node is the name of the queue's home node ("" on a single node).

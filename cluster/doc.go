@@ -7,7 +7,8 @@
 //
 // What is here: a node's cluster port and identity (Node, Config), the Raft
 // transport of each group over that port (Node.Transport), the Raft log and
-// stable store over store.Log (RaftStore), and the metadata group (RaftLog):
+// stable store over store.Log (RaftStore), the data groups of quorum queues
+// (DataGroups, PlanGroups), and the metadata group (RaftLog):
 // a replicated command log driving a StateMachine (cmd/warren gives it the
 // broker's definitions), with forwarding to the leader, snapshots and
 // membership (Join, Remove, Status), and the broker link (BrokerLink, which
@@ -54,6 +55,25 @@
 // asked of a seed, which forwards to its leader), remove (RemoveServer),
 // and info (a node's own status, for Status).
 //
+// # Data groups
+//
+// Quorum queues are replicated in a bounded pool of data groups (ids from
+// 1; datagroup.go), each a RaftLog like the metadata group, whose state
+// machine is the broker's QueueGroup (every quorum queue placed in the
+// group). Their plan — which nodes are the members of each group, the
+// first the preferred leader — is made by PlanGroups and recorded through
+// the metadata group (cmd/warren keeps it as a global parameter); every
+// member founds the group with that same configuration
+// (RaftLogConfig.Servers), so a data group starts empty, without a join or
+// a first snapshot. DataGroups runs the groups a node is a member of and
+// hands the leadership of each to its preferred member whenever that
+// member is a voter connected to the leader, so leaders are spread over
+// the nodes (and a node that comes back takes its groups back).
+// Proposals to a data group are forwarded to its leader on 'G' streams,
+// which name the group, with the same retries and request-id
+// deduplication as the metadata group's. Membership changes of a data
+// group (a member replaced, the group grown or shrunk) are not done yet.
+//
 // # Cluster port
 //
 // Each node listens on one TCP port (Config.ClusterAddr) and keeps one
@@ -97,6 +117,8 @@
 //	                           Node.DialLink; the handler gets the peer's name)
 //	'M' op(1) len(4) payload   one request of the metadata group (raftrpc.go),
 //	                           answered status(1) len(4) payload
+//	'G' group(8) op(1) len(4) payload
+//	                           the same, for data group group (datagroup.go)
 //
 // A Raft stream for a group the node does not run, or a stream of an unknown
 // kind, is closed.

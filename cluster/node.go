@@ -29,6 +29,9 @@ const (
 	// streamMeta carries one request of the metadata group (raftrpc.go):
 	// a forwarded proposal, a join or removal, a node's status: 'M'.
 	streamMeta = 'M'
+	// streamGroupMeta carries the same requests for data group g:
+	// 'G' g(8) (datagroup.go).
+	streamGroupMeta = 'G'
 )
 
 var (
@@ -64,6 +67,8 @@ type Node struct {
 	groups  map[uint64]*streamLayer
 	link    LinkHandler
 	meta    LinkHandler
+	// groupMeta serves the requests of the data groups, by group.
+	groupMeta map[uint64]LinkHandler
 	// refusals: when each refusal was last logged at Warn (refused)
 	refusals map[string]time.Time
 }
@@ -532,6 +537,8 @@ func (n *Node) serveStream(s *session, st *yamux.Stream) {
 		case <-n.done:
 			st.Close()
 		}
+	case streamGroupMeta:
+		n.serveGroupMeta(s, st)
 	case streamLink, streamMeta:
 		_ = st.SetReadDeadline(time.Time{})
 		n.mu.Lock()

@@ -92,6 +92,10 @@ type RaftLogConfig struct {
 	TrailingLogs      uint64
 	// Info returns this node's status as JSON, for Status on any node.
 	Info func() []byte
+	// Servers, for a data group, are its initial members: each of them
+	// founds the group with this same configuration (datagroup.go). The
+	// metadata group leaves it empty (it is founded by one node and joined).
+	Servers []raft.Server
 	// Logger defaults to the node's.
 	Logger *zap.Logger
 }
@@ -222,9 +226,10 @@ func (l *RaftLog) Start(bootstrap bool) error {
 		return fmt.Errorf("cluster: start group %d: %w", l.cfg.Group, err)
 	}
 	l.raft = r
-	l.node.mu.Lock()
-	l.node.meta = l.serveMeta
-	l.node.mu.Unlock()
+	l.node.setMeta(l.cfg.Group, l.serveMeta)
+	if len(l.cfg.Servers) > 0 {
+		return l.startDataGroup(existing)
+	}
 	if bootstrap && !existing {
 		l.log.Info("founding a new cluster", zap.String("node", l.node.Name()), zap.String("addr", l.node.Addr()))
 		f := r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
@@ -317,9 +322,7 @@ func (l *RaftLog) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		l.wg.Wait()
-		l.node.mu.Lock()
-		l.node.meta = nil
-		l.node.mu.Unlock()
+		l.node.setMeta(l.cfg.Group, nil)
 		if l.raft != nil {
 			err = l.raft.Shutdown().Error()
 		}

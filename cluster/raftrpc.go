@@ -38,7 +38,7 @@ const maxMetaPayload = 64 << 20
 // call sends one request to the node at addr and returns its response;
 // sent reports that the request may have reached the node.
 func (l *RaftLog) call(addr string, op byte, payload []byte, timeout time.Duration) (resp []byte, sent bool, err error) {
-	conn, err := l.node.openStream(addr, timeout, []byte{streamMeta})
+	conn, err := l.node.openStream(addr, timeout, metaHeader(l.cfg.Group))
 	if err != nil {
 		return nil, false, err
 	}

@@ -179,6 +179,14 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 		it["node"] = q.Node
 	}
 	it["state"] = "running"
+	if q.Members != nil {
+		// A quorum queue replicated in a data group, as RabbitMQ shows
+		// one: its leader, members and the members online.
+		it["leader"], it["members"], it["online"] = q.Leader, q.Members, nonNilStrings(q.Online)
+		if q.Unavailable {
+			it["state"] = "minority"
+		}
+	}
 	it["type"] = orDefault(q.Type, "classic")
 	it["policy"] = orNil(pol)
 	it["operator_policy"] = orNil(opPol)
@@ -415,4 +423,11 @@ func boolField(m map[string]any, k string) bool {
 		return x == "true"
 	}
 	return false
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

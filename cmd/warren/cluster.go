@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -52,6 +53,10 @@ type clustered struct {
 	join  []string
 	start time.Time
 	log   *zap.Logger
+	// groups is the node's data groups (cluster_quorum.go), nil when off;
+	// wg counts the goroutines following their plan.
+	groups *dataGroups
+	wg     sync.WaitGroup
 }
 
 // newClustered starts the node's cluster port when clustering is on (nil
@@ -192,8 +197,12 @@ func (c *clustered) run(ctx context.Context) error {
 	return nil
 }
 
-// close stops the metadata group and the cluster port.
+// close stops the data groups, the metadata group and the cluster port.
 func (c *clustered) close() {
+	c.wg.Wait()
+	if c.groups != nil {
+		c.groups.close()
+	}
 	if c.meta != nil {
 		if err := c.meta.Close(); err != nil {
 			c.log.Warn("closing the metadata group", zap.Error(err))

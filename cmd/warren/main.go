@@ -80,7 +80,7 @@ func serverFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "queue-memory-bytes", Value: 16 << 20, EnvVars: []string{"WARREN_QUEUE_MEMORY_BYTES"}, Usage: "body bytes a queue keeps in RAM; beyond them bodies are paged out to disk"},
 		&cli.Uint64Flag{Name: "disk-free-limit", Value: 50_000_000, EnvVars: []string{"WARREN_DISK_FREE_LIMIT"}, Usage: "free bytes on the data dir's disk below which publishers are blocked"},
 		&cli.IntFlag{Name: "max-table-depth", Value: amqp.MaxTableDepth, EnvVars: []string{"WARREN_MAX_TABLE_DEPTH"}, Usage: fmt.Sprintf("deepest nesting of field tables and arrays accepted from clients (1-%d)", amqp.MaxTableDepth)},
-	}, clusterFlags()...)...)
+	}, append(clusterFlags(), quorumFlags()...)...)...)
 }
 
 // loopbackUsers splits the --loopback-users list; empty means none.
@@ -151,10 +151,14 @@ func runServer(cc *cli.Context) error {
 	var defLog func(broker.DefinitionMachine) broker.DefinitionLog
 	var defLogErr error
 	var view broker.ClusterView
+	var groups broker.QuorumGroups
 	if cl != nil {
 		defer cl.close()
 		defLog = cl.definitionLog(cc, st, &defLogErr)
 		view = cl
+		if groups, err = cl.quorumGroups(cc); err != nil {
+			return err
+		}
 	}
 	b, err := broker.New(broker.Config{
 		Store:          st,
@@ -189,6 +193,7 @@ func runServer(cc *cli.Context) error {
 		Cluster:                  view,
 		NodeName:                 cl.nodeName(),
 		Link:                     cl.brokerLink(),
+		QuorumGroups:             groups,
 	})
 	if err == nil {
 		err = defLogErr
@@ -219,6 +224,11 @@ func runServer(cc *cli.Context) error {
 			return err
 		}
 		cl.followMembers()
+		if cl.groups != nil {
+			if err := cl.groups.start(ctx, cc, st, b); err != nil {
+				return err
+			}
+		}
 	}
 	logBanner(log, cc.String("data-dir"), b, ws)
 	err = b.Serve(ctx)

@@ -1,0 +1,412 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/warrenmq/warren/queue"
+)
+
+// Data groups. In a cluster a quorum queue lives in one of a bounded pool
+// of Raft groups (the cluster package runs them; DESIGN.md "Cluster (HA)").
+// Each group's state machine is a QueueGroup: the queue state machines
+// (package queue) of every quorum queue placed in the group, keyed by
+// vhost, name and definition id (so a queue deleted and declared again is
+// a new one). A group command names one queue and carries either its
+// creation (with its configuration), its deletion, or one queue.Cmd in the
+// queue's own encoding (queue.AppendCmd):
+//
+//	'C' key config      create the queue (a no-op when it exists)
+//	'D' key             delete the queue
+//	'Q' key command     apply a queue command
+//	'B' n (len cmd)...  n commands of the kinds above or 'O', in order
+//	                    (one Raft entry for many proposals)
+//	'O' mask value now  the consumers whose ids match (id&mask == value)
+//	                    are gone (their node died or restarted): in every
+//	                    queue they are detached and what they held returned
+//	key: vhost(uvarint length, bytes) name(same) id(uvarint)
+//
+// After a queue command that can make a delivery possible (enqueue,
+// attach, settle, return, discard, set-config) and after 'O', the group
+// applies a checkout (queue.OpCheckout at the command's time) itself: the
+// deliveries are part of the command's effects, decided alike on every
+// replica, so no node has to propose them.
+//
+// Every replica applies every command and so holds the same state; Apply's
+// result is the command's effects (a *GroupResult; a []*GroupResult for
+// 'B' and 'O', one per command or queue), which the proposer's node gets.
+// Message bodies are held in memory on every replica (the queue state
+// holds them) until the paging of replicated queues exists.
+//
+// A snapshot holds every queue of the group: count, then per queue (sorted
+// by key) its key and its queue.Snapshot.
+
+// Group command kinds.
+const (
+	groupCreate = 'C'
+	groupDelete = 'D'
+	groupQueue  = 'Q'
+	groupBatch  = 'B'
+	groupGone   = 'O'
+)
+
+// GroupQueueKey names a quorum queue in a data group.
+type GroupQueueKey struct {
+	VHost string
+	Name  string
+	ID    uint64
+}
+
+func (k GroupQueueKey) String() string { return fmt.Sprintf("%s/%s#%d", k.VHost, k.Name, k.ID) }
+
+func compareKeys(a, b GroupQueueKey) int {
+	if c := strings.Compare(a.VHost, b.VHost); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+func appendGroupKey(b []byte, k GroupQueueKey) []byte {
+	b = appendS(b, k.VHost)
+	b = appendS(b, k.Name)
+	return appendU(b, k.ID)
+}
+
+func readGroupKey(d *linkDecoder) GroupQueueKey {
+	return GroupQueueKey{VHost: d.s(), Name: d.s(), ID: d.u()}
+}
+
+// GroupCreateCmd is the group command creating queue k with cfg.
+func GroupCreateCmd(k GroupQueueKey, cfg queue.Config) []byte {
+	b := appendGroupKey([]byte{groupCreate}, k)
+	return queue.AppendConfig(b, &cfg)
+}
+
+// GroupDeleteCmd is the group command deleting queue k.
+func GroupDeleteCmd(k GroupQueueKey) []byte { return appendGroupKey([]byte{groupDelete}, k) }
+
+// AppendGroupQueueCmd appends the group command applying cmd to queue k
+// to b.
+func AppendGroupQueueCmd(b []byte, k GroupQueueKey, cmd *queue.Cmd) []byte {
+	b = appendGroupKey(append(b, groupQueue), k)
+	return queue.AppendCmd(b, cmd)
+}
+
+var (
+	// ErrGroupNoQueue is a group command's result for a queue the group
+	// does not have (never created, or deleted).
+	ErrGroupNoQueue = errors.New("broker: no such queue in the data group")
+	// ErrGroupCommand is the result of a command that does not decode.
+	ErrGroupCommand = errors.New("broker: bad data group command")
+)
+
+// GroupResult is what a group command came to: the effects of a queue
+// command (queue.Apply's), or its refusal.
+type GroupResult struct {
+	Key     GroupQueueKey
+	Effects []queue.Effect
+	Err     error
+}
+
+// QueueGroup is a data group's state machine (StateMachine): the queues
+// of the group. The log calls Apply, Snapshot and Restore from its one
+// apply goroutine; readers (Queues, Ready) take mu.
+type QueueGroup struct {
+	// mu guards queues and last; held while a command applies.
+	mu     sync.Mutex
+	queues map[GroupQueueKey]*queue.Queue
+	last   uint64
+	// observe, when set, is called after each command applied, with mu
+	// held (the broker's effect executor on the group's leader).
+	observe func(index uint64, r *GroupResult)
+}
+
+var _ StateMachine = (*QueueGroup)(nil)
+
+// NewQueueGroup returns an empty group state machine.
+func NewQueueGroup() *QueueGroup {
+	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue)}
+}
+
+// GroupBatchCmd is the group command applying cmds in order.
+func GroupBatchCmd(cmds [][]byte) []byte {
+	n := 0
+	for _, c := range cmds {
+		n += len(c) + 4
+	}
+	b := appendU(append(make([]byte, 0, n+8), groupBatch), uint64(len(cmds)))
+	for _, c := range cmds {
+		b = appendS(b, c)
+	}
+	return b
+}
+
+// GroupGoneCmd is the group command detaching the consumers whose ids
+// match (id&mask == value) and returning what they held, at now.
+func GroupGoneCmd(mask, value queue.ConsumerID, now int64) []byte {
+	b := appendU([]byte{groupGone}, uint64(mask))
+	b = appendU(b, uint64(value))
+	return appendU(b, uint64(now))
+}
+
+// Apply implements StateMachine: it returns a *GroupResult, or a
+// []*GroupResult for a batch or a gone-consumers command.
+func (g *QueueGroup) Apply(index uint64, cmd []byte) any {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.last = index
+	switch {
+	case len(cmd) > 0 && cmd[0] == groupBatch:
+		d := linkDecoder{b: cmd[1:]}
+		n := d.u()
+		if d.err != nil || n > uint64(len(d.b)) {
+			return []*GroupResult{g.done(index, &GroupResult{Err: ErrGroupCommand})}
+		}
+		out := make([]*GroupResult, 0, n)
+		for range n {
+			sub := d.raw()
+			if d.err != nil {
+				out = append(out, g.done(index, &GroupResult{Err: ErrGroupCommand}))
+				break
+			}
+			if len(sub) > 0 && sub[0] == groupGone {
+				// Its results, one per queue, went to the observer;
+				// the batch reports the first (or none).
+				rs := g.applyGone(index, sub[1:])
+				if len(rs) == 0 {
+					rs = append(rs, &GroupResult{})
+				}
+				out = append(out, rs[0])
+				continue
+			}
+			out = append(out, g.done(index, g.applyOne(sub)))
+		}
+		return out
+	case len(cmd) > 0 && cmd[0] == groupGone:
+		return g.applyGone(index, cmd[1:])
+	}
+	return g.done(index, g.applyOne(cmd))
+}
+
+// done hands r to the observer and returns it. Hold mu.
+func (g *QueueGroup) done(index uint64, r *GroupResult) *GroupResult {
+	if g.observe != nil {
+		g.observe(index, r)
+	}
+	return r
+}
+
+// applyOne applies a create, delete or queue command. Hold mu.
+func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
+	r := &GroupResult{}
+	if len(cmd) == 0 {
+		r.Err = ErrGroupCommand
+		return r
+	}
+	d := linkDecoder{b: cmd[1:]}
+	r.Key = readGroupKey(&d)
+	if d.err != nil {
+		r.Err = ErrGroupCommand
+		return r
+	}
+	switch cmd[0] {
+	case groupCreate:
+		cfg, err := queue.DecodeConfig(d.b)
+		if err != nil {
+			r.Err = ErrGroupCommand
+			break
+		}
+		if g.queues[r.Key] == nil {
+			g.queues[r.Key] = queue.NewWithConfig(cfg)
+		}
+	case groupDelete:
+		if g.queues[r.Key] == nil {
+			r.Err = ErrGroupNoQueue
+		}
+		delete(g.queues, r.Key)
+	case groupQueue:
+		q := g.queues[r.Key]
+		if q == nil {
+			r.Err = ErrGroupNoQueue
+			break
+		}
+		qc, err := queue.DecodeCmd(d.b)
+		if err != nil {
+			r.Err = ErrGroupCommand
+			break
+		}
+		r.Effects, r.Err = q.Apply(&qc, nil)
+		switch qc.Op {
+		case queue.OpEnqueue, queue.OpAttach, queue.OpSettle, queue.OpReturn, queue.OpDiscard, queue.OpSetConfig:
+			co := queue.Cmd{Op: queue.OpCheckout, Now: qc.Now}
+			r.Effects, _ = q.Apply(&co, r.Effects)
+		}
+	default:
+		r.Err = ErrGroupCommand
+	}
+	return r
+}
+
+// applyGone detaches the matching consumers of every queue, returns what
+// they held and dispatches. Hold mu.
+func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
+	d := linkDecoder{b: b}
+	mask, value, now := queue.ConsumerID(d.u()), queue.ConsumerID(d.u()), int64(d.u())
+	if d.err != nil || len(d.b) != 0 {
+		return []*GroupResult{g.done(index, &GroupResult{Err: ErrGroupCommand})}
+	}
+	keys := make([]GroupQueueKey, 0, len(g.queues))
+	for k := range g.queues {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	var out []*GroupResult
+	var ids []queue.ConsumerID
+	for _, k := range keys {
+		q := g.queues[k]
+		ids = q.ConsumerIDs(ids[:0])
+		seqs := q.HeldBy(mask, value, nil)
+		r := &GroupResult{Key: k}
+		touched := len(seqs) > 0
+		for _, id := range ids {
+			if id&mask == value {
+				c := queue.Cmd{Op: queue.OpDetach, Consumer: id, Now: now}
+				r.Effects, _ = q.Apply(&c, r.Effects)
+				touched = true
+			}
+		}
+		if !touched {
+			continue
+		}
+		if len(seqs) > 0 {
+			c := queue.Cmd{Op: queue.OpReturn, Seqs: seqs, Now: now}
+			r.Effects, _ = q.Apply(&c, r.Effects)
+		}
+		c := queue.Cmd{Op: queue.OpCheckout, Now: now}
+		r.Effects, _ = q.Apply(&c, r.Effects)
+		out = append(out, g.done(index, r))
+	}
+	return out
+}
+
+// Observe makes f see every command applied from now on, with its result
+// (the effect executor of the node that leads the group). f runs on the
+// log's apply goroutine with the group's lock held: it must not block.
+func (g *QueueGroup) Observe(f func(index uint64, r *GroupResult)) {
+	g.mu.Lock()
+	g.observe = f
+	g.mu.Unlock()
+}
+
+// Queues returns the keys of the group's queues, sorted.
+func (g *QueueGroup) Queues() []GroupQueueKey {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keys := make([]GroupQueueKey, 0, len(g.queues))
+	for k := range g.queues {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+// Counts returns the ready and unacknowledged messages and the consumers
+// of queue k as this replica holds them; ok is false when the group does
+// not have it.
+func (g *QueueGroup) Counts(k GroupQueueKey) (ready, unacked, consumers int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.queues[k]
+	if q == nil {
+		return 0, 0, 0, false
+	}
+	return q.Ready(), q.Unacked(), q.ConsumerCount(), true
+}
+
+// AppliedIndex is the index of the last command applied (or restored).
+func (g *QueueGroup) AppliedIndex() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last
+}
+
+// Snapshot implements StateMachine: every queue's snapshot, encoded now
+// (the state goes on changing while the snapshot is written).
+func (g *QueueGroup) Snapshot() (StateSnapshot, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keys := make([]GroupQueueKey, 0, len(g.queues))
+	for k := range g.queues {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	b := appendU(nil, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendGroupKey(b, k)
+		start := len(b)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		b = g.queues[k].AppendSnapshot(b)
+		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
+	}
+	return bytesSnapshot(b), nil
+}
+
+// Restore implements StateMachine.
+func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	d := linkDecoder{b: b}
+	n := d.u()
+	if d.err != nil || n > uint64(len(d.b)) {
+		return fmt.Errorf("%w: snapshot header", ErrGroupCommand)
+	}
+	queues := make(map[GroupQueueKey]*queue.Queue, n)
+	for range n {
+		k := readGroupKey(&d)
+		if d.err != nil || len(d.b) < 4 {
+			return fmt.Errorf("%w: snapshot key", ErrGroupCommand)
+		}
+		size := binary.BigEndian.Uint32(d.b)
+		if uint64(size) > uint64(len(d.b)-4) {
+			return fmt.Errorf("%w: snapshot of queue %s", ErrGroupCommand, k)
+		}
+		q := queue.New()
+		if err := q.RestoreSnapshot(d.b[4 : 4+size]); err != nil {
+			return fmt.Errorf("broker: data group snapshot of queue %s: %w", k, err)
+		}
+		queues[k] = q
+		d.b = d.b[4+size:]
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the snapshot", ErrGroupCommand, len(d.b))
+	}
+	g.mu.Lock()
+	g.queues, g.last = queues, index
+	g.mu.Unlock()
+	return nil
+}
+
+// snapshotBytes is the group's snapshot as bytes (tests, comparisons).
+func (g *QueueGroup) snapshotBytes() []byte {
+	s, _ := g.Snapshot()
+	var buf bytes.Buffer
+	_, _ = s.WriteTo(&buf)
+	return buf.Bytes()
+}

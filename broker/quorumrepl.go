@@ -1,0 +1,965 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Replicated quorum queues. In a cluster with data groups
+// (Config.QuorumGroups), a quorum queue declared on any node is placed in
+// one group (placeQuorum: x-queue-leader-locator client-local, the
+// default, picks a group this node is the preferred leader of, balanced
+// any group; the one with the fewest queues) and its declaration carries
+// the group as its node ("@group/<id>", groupNode), so every node applies
+// the same placement and a restarted node recovers it from its records.
+// The queue's state is the group's replicated state machine (QueueGroup),
+// held by every member; the queueEntity of every node is an entry with
+// repl set, whose own queue.Queue stays empty.
+//
+// What a client does with the queue becomes group commands (quorumgroup.go),
+// proposed by the node the client is on through its groupProposer, which
+// sends them in order, many to a Raft entry ('B'), one entry in flight per
+// group and node:
+//
+//   - basic.publish: OpEnqueue with the channel's publisher id and a
+//     sequence; the publisher's confirm waits for the command to be
+//     committed (a majority of the group has it fsynced) and applied on
+//     this node, and is a nack when the length limit refused it or the
+//     group did not take it in time. While more than replHighBytes of this
+//     node's commands wait for a group, its publishers are held back
+//     (conn.holdPublisher), as for a deep queue.
+//   - basic.consume: the consumer's id names this node and its process
+//     (replConsumerID); consume-ok goes out, then OpAttach. Every replica
+//     applies the checkouts the group decides (after each enqueue, attach,
+//     settle, return) and the node that has the consumer writes its
+//     deliveries (observe): the bodies are on every member, so no delivery
+//     crosses the node link.
+//   - basic.ack / nack / reject, a channel closed, basic.cancel: OpSettle,
+//     OpReturn, OpDiscard, OpDetach by message id.
+//   - basic.get, queue.purge: OpGet, OpPurge, answered from the result.
+//
+// A leader change changes nothing for the consumers: they stay attached in
+// the replicated state, hold what they held and are fed by the next
+// checkout. A node that restarts, and the leader for a node that is gone
+// (replWatch), propose 'O' for that node's consumers: detached, and what
+// they held returned (redelivered, x-delivery-count incremented).
+//
+// Not yet: dead-lettering from replicated queues (dead letters are
+// dropped), TTL ticks (an expired head goes at the next checkout), the
+// channel-wide prefetch and the outbound-buffer gate (per-consumer
+// prefetch only), x-expires, paging of bodies, nodes that are not members
+// of the queue's group (they refuse to use it).
+
+// QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
+// cluster package's DataGroups).
+type QuorumGroups interface {
+	// Groups lists the data groups, empty until the cluster has planned
+	// them.
+	Groups() []QuorumGroup
+	// Log returns the command log of group g on this node, nil when this
+	// node is not a member.
+	Log(g uint64) CommandLog
+	// Leader reports whether this node leads group g.
+	Leader(g uint64) bool
+	// Alive reports whether node is up as far as this node can tell.
+	Alive(node string) bool
+	// LeaderName is the name of group g's leader as this node knows it
+	// ("" when none, or when this node is not a member).
+	LeaderName(g uint64) string
+}
+
+// QuorumGroup is a data group: its id and members, the first its
+// preferred leader.
+type QuorumGroup struct {
+	ID      uint64
+	Members []string
+}
+
+// groupNodePrefix marks a declaration's node naming a data group.
+const groupNodePrefix = "@group/"
+
+// groupNode is the node of a queue placed in group g.
+func groupNode(g uint64) string { return groupNodePrefix + strconv.FormatUint(g, 10) }
+
+// groupOf returns the group a queue's node names, if it names one.
+func groupOf(node string) (uint64, bool) {
+	s, ok := strings.CutPrefix(node, groupNodePrefix)
+	if !ok {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(s, 10, 64)
+	return g, err == nil && g != 0
+}
+
+// replQueue is what a replicated quorum queue's entry knows of it.
+type replQueue struct {
+	group uint64
+	key   GroupQueueKey
+}
+
+// replState is the broker's side of the data groups on this node.
+type replState struct {
+	// mu guards the maps; a leaf lock (taken on the groups' apply
+	// goroutines, under a group's lock).
+	mu        sync.Mutex
+	machines  map[uint64]*QueueGroup
+	consumers map[queue.ConsumerID]*consumer
+	proposers map[uint64]*groupProposer
+	closed    bool
+	wg        sync.WaitGroup
+	done      chan struct{}
+	// ctx ends when the broker closes: proposals in flight give up.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// retry gets the earlier processes of this node whose consumers are
+	// still to be proposed gone (replWatch).
+	retry chan queue.ConsumerID
+	// prefix is this process's consumer id prefix (replConsumerID).
+	prefix uint64
+	next   uint64
+}
+
+// Consumer ids of replicated queues: node(20 bits, a hash of the node's
+// name) | process incarnation(20 bits, random) | counter(24 bits), unique
+// across the cluster, so that the group's consumers of a node (or of one
+// of its past processes) are found by their ids.
+const (
+	replNodeShift = 44
+	replIncShift  = 24
+	replNodeMask  = queue.ConsumerID(0xFFFFF) << replNodeShift
+	replProcMask  = queue.ConsumerID(0xFFFFFFFFFF) << replIncShift
+)
+
+func nodeHash(name string) uint64 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return uint64(h.Sum32()) & 0xFFFFF
+}
+
+func (r *replState) init(node string) {
+	var inc [4]byte
+	_, _ = rand.Read(inc[:])
+	r.prefix = nodeHash(node)<<replNodeShift | (uint64(binary.BigEndian.Uint32(inc[:]))&0xFFFFF)<<replIncShift
+	r.machines = make(map[uint64]*QueueGroup)
+	r.consumers = make(map[queue.ConsumerID]*consumer)
+	r.proposers = make(map[uint64]*groupProposer)
+	r.done = make(chan struct{})
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.retry = make(chan queue.ConsumerID, 64)
+}
+
+// replicated reports whether the broker places quorum queues in data
+// groups.
+func (b *Broker) replicated() bool { return b.cfg.QuorumGroups != nil && b.cfg.NodeName != "" }
+
+// QueueGroupMachine returns the state machine of data group g on this
+// node, for the group's log (cmd/warren): a QueueGroup whose applied
+// deliveries to this node's consumers the broker writes.
+func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
+	m := NewQueueGroup()
+	r := &b.repl
+	r.mu.Lock()
+	r.machines[g] = m
+	r.mu.Unlock()
+	m.Observe(func(_ uint64, res *GroupResult) { b.observe(res) })
+	return m
+}
+
+// placeQuorum chooses the data group of a new quorum queue (0: the
+// cluster has none yet, and the queue stays on this node as on a single
+// node).
+func (b *Broker) placeQuorum(v *vhost, name string, args amqp.Table) uint64 {
+	groups := b.cfg.QuorumGroups.Groups()
+	if len(groups) == 0 {
+		return 0
+	}
+	loc, _ := args["x-queue-leader-locator"].(string)
+	if loc == "" {
+		v.mu.RLock()
+		if p := matchPolicy(v.policies.user, name, true); p != nil {
+			loc, _ = p.def["queue-leader-locator"].(string)
+		}
+		v.mu.RUnlock()
+	}
+	self := b.cfg.NodeName
+	cands := groups[:0:0]
+	for _, g := range groups {
+		if !slices.Contains(g.Members, self) {
+			continue // this node could not use it
+		}
+		if loc != "balanced" && g.Members[0] != self {
+			continue
+		}
+		cands = append(cands, g)
+	}
+	if len(cands) == 0 {
+		for _, g := range groups {
+			if slices.Contains(g.Members, self) {
+				cands = append(cands, g)
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return 0
+	}
+	count := map[uint64]int{}
+	for _, v := range b.allVHosts() {
+		v.mu.RLock()
+		for _, qe := range v.queues {
+			if qe.repl != nil {
+				count[qe.repl.group]++
+			}
+		}
+		v.mu.RUnlock()
+	}
+	best := cands[0].ID
+	for _, g := range cands[1:] {
+		if count[g.ID] < count[best] {
+			best = g.ID
+		}
+	}
+	return best
+}
+
+// allVHosts returns the vhosts.
+func (b *Broker) allVHosts() []*vhost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		out = append(out, v)
+	}
+	return out
+}
+
+// setRepl makes qe, just declared or recovered with node, a replicated
+// queue when node names a group; it reports whether it did.
+func (qe *queueEntity) setRepl(node string) bool {
+	g, ok := groupOf(node)
+	if !ok {
+		return false
+	}
+	qe.repl = &replQueue{group: g, key: GroupQueueKey{VHost: qe.vhost.name, Name: qe.name, ID: qe.id}}
+	qe.homeNode = node
+	return true
+}
+
+// errGroupDown is the reply for a replicated queue whose group this node
+// cannot reach, or is not a member of.
+func groupDown(qe *queueEntity, cls, mth uint16) error {
+	return amqp.Errorf(amqp.NotFound, cls, mth, "quorum queue '%s' in vhost '%s' is unavailable: its data group %d has no quorum reachable from this node",
+		qe.name, qe.vhost.name, qe.repl.group)
+}
+
+// proposer returns this node's proposer of group g, nil when this node is
+// not a member or the broker is closed.
+func (b *Broker) proposer(g uint64) *groupProposer {
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	if p := r.proposers[g]; p != nil {
+		return p
+	}
+	log := b.cfg.QuorumGroups.Log(g)
+	if log == nil {
+		return nil
+	}
+	p := &groupProposer{b: b, g: g, log: log}
+	r.proposers[g] = p
+	return p
+}
+
+// replCmd is a group command waiting to be proposed, and who waits for
+// its result.
+type replCmd struct {
+	cmd  []byte
+	done func(*GroupResult, error)
+}
+
+// groupProposer proposes this node's commands to one group, in the order
+// they were submitted: whatever waits while an entry is in flight goes in
+// the next one.
+type groupProposer struct {
+	b   *Broker
+	g   uint64
+	log CommandLog
+
+	// mu guards the fields below (a leaf lock: submit is called under
+	// queue and channel locks).
+	mu      sync.Mutex
+	pending []replCmd
+	bytes   int
+	running bool
+	// drained, while the backlog is over replHighBytes, is closed once it
+	// falls to replLowBytes: publishers wait on it (flow control).
+	drained chan struct{}
+}
+
+// maxBatchBytes bounds the commands of one entry; over replHighBytes of
+// commands waiting, publishers are held back (conn.holdPublisher) until
+// the backlog falls to replLowBytes.
+const (
+	maxBatchBytes = 4 << 20
+	replHighBytes = 64 << 20
+	replLowBytes  = 16 << 20
+)
+
+// submit queues cmd; done (maybe nil) gets its result, on the proposer's
+// goroutine. It never blocks: over replHighBytes of backlog it returns a
+// channel closed once the backlog has drained to replLowBytes, for the
+// caller's publisher to wait on.
+func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drained chan struct{}) {
+	p.mu.Lock()
+	p.pending = append(p.pending, replCmd{cmd: cmd, done: done})
+	p.bytes += len(cmd)
+	if p.bytes > replHighBytes {
+		if p.drained == nil {
+			p.drained = make(chan struct{})
+		}
+		drained = p.drained
+	}
+	start := !p.running
+	p.running = true
+	p.mu.Unlock()
+	if !start {
+		return drained
+	}
+	r := &p.b.repl
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		p.failAll(ErrLogClosed)
+		return nil
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go p.run()
+	return drained
+}
+
+// releaseLocked wakes the publishers waiting for the backlog once it is
+// low enough (or gone). Hold p.mu.
+func (p *groupProposer) releaseLocked() {
+	if p.drained != nil && (p.bytes <= replLowBytes || !p.running) {
+		close(p.drained)
+		p.drained = nil
+	}
+}
+
+func (p *groupProposer) failAll(err error) {
+	p.mu.Lock()
+	cmds := p.pending
+	p.pending, p.bytes, p.running = nil, 0, false
+	p.releaseLocked()
+	p.mu.Unlock()
+	for _, c := range cmds {
+		if c.done != nil {
+			c.done(nil, err)
+		}
+	}
+}
+
+// run proposes batches until nothing waits.
+func (p *groupProposer) run() {
+	defer p.b.repl.wg.Done()
+	var cmds [][]byte
+	for {
+		p.mu.Lock()
+		n, size := 0, 0
+		for n < len(p.pending) && (n == 0 || size+len(p.pending[n].cmd) <= maxBatchBytes) {
+			size += len(p.pending[n].cmd)
+			n++
+		}
+		if n == 0 {
+			p.running = false
+			p.releaseLocked()
+			p.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(p.pending[:n])
+		clear(p.pending[:n])
+		p.pending = p.pending[n:]
+		p.bytes -= size
+		p.releaseLocked()
+		p.mu.Unlock()
+		cmds = cmds[:0]
+		for _, c := range batch {
+			cmds = append(cmds, c.cmd)
+		}
+		a, err := p.log.Propose(p.b.repl.ctx, GroupBatchCmd(cmds))
+		var rs []*GroupResult
+		if err == nil {
+			rs, _ = a.Result.([]*GroupResult)
+			if len(rs) != len(batch) {
+				err = ErrGroupCommand
+			}
+		}
+		if err != nil {
+			p.b.log.Debug("data group proposal failed", zap.Uint64("group", p.g), zap.Int("commands", len(batch)), zap.Error(err))
+		}
+		for i, c := range batch {
+			if c.done == nil {
+				continue
+			}
+			if err != nil {
+				c.done(nil, err)
+			} else {
+				c.done(rs[i], nil)
+			}
+		}
+	}
+}
+
+// call proposes cmd to qe's group and waits for its result. No lock held.
+func (b *Broker) replCall(qe *queueEntity, cmd []byte, cls, mth uint16) (*GroupResult, error) {
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return nil, groupDown(qe, cls, mth)
+	}
+	ch := make(chan *GroupResult, 1)
+	var perr error
+	p.submit(cmd, func(r *GroupResult, err error) {
+		perr = err
+		ch <- r
+	})
+	r := <-ch
+	if perr != nil {
+		return nil, groupDown(qe, cls, mth)
+	}
+	return r, nil
+}
+
+// queueCmd is the group command applying c to qe.
+func (qe *queueEntity) queueCmd(c *queue.Cmd) []byte {
+	return AppendGroupQueueCmd(nil, qe.repl.key, c)
+}
+
+// createRepl makes sure qe's group has the queue (a declaration: the
+// create command is idempotent), unless this node's replica has it.
+func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
+	r := &b.repl
+	r.mu.Lock()
+	m := r.machines[qe.repl.group]
+	r.mu.Unlock()
+	if m != nil {
+		if _, _, _, ok := m.Counts(qe.repl.key); ok {
+			return nil
+		}
+	}
+	qe.mu.Lock()
+	cfg := qe.fx.set.cfg
+	qe.mu.Unlock()
+	res, err := b.replCall(qe, GroupCreateCmd(qe.repl.key, cfg), cls, mth)
+	if err == nil && res.Err != nil {
+		err = amqp.Errorf(amqp.InternalError, cls, mth, "quorum queue '%s': %v", qe.name, res.Err)
+	}
+	return err
+}
+
+// replCounts returns qe's ready messages and consumers as this node's
+// replica has them.
+func (b *Broker) replCounts(qe *queueEntity) (ready, consumers int) {
+	r := &b.repl
+	r.mu.Lock()
+	m := r.machines[qe.repl.group]
+	r.mu.Unlock()
+	if m == nil {
+		return 0, 0
+	}
+	ready, _, consumers, _ = m.Counts(qe.repl.key)
+	return ready, consumers
+}
+
+// publishReplLocked proposes the enqueue of msg on qe; with confirmSeq
+// the confirm waits for its result. It reports whether the message went,
+// and sets *throttle when the group's backlog on this node is over its
+// bound. Hold qe.mu; nothing here blocks.
+func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
+	p := ch.c.b.proposer(qe.repl.group)
+	if p == nil {
+		if confirmSeq != 0 {
+			ch.confirms.hold(confirmSeq)
+			ch.journaled(confirmSeq, errLinkDown)
+		}
+		return false
+	}
+	if ch.replPub == 0 {
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		ch.replPub = binary.BigEndian.Uint64(id[:]) | 1
+	}
+	ch.replSeq++
+	c := queue.Cmd{Op: queue.OpEnqueue, Now: nowMs(), TTL: messageTTL(msg.Header), Msg: msg,
+		Publisher: queue.PublisherID(ch.replPub), PubSeq: ch.replSeq}
+	var done func(*GroupResult, error)
+	if confirmSeq != 0 {
+		ch.confirms.hold(confirmSeq)
+		pubSeq := ch.replSeq
+		done = func(r *GroupResult, err error) {
+			if err == nil && r.Err != nil {
+				err = r.Err
+			}
+			if err == nil {
+				for _, f := range r.Effects {
+					if f.Kind == queue.EffReject && f.PubSeq == pubSeq {
+						err = errRejectPublish
+					}
+				}
+			}
+			ch.journaled(confirmSeq, err)
+		}
+	}
+	qe.stats.publish++
+	if d := p.submit(qe.queueCmd(&c), done); d != nil && *throttle == nil {
+		*throttle = d
+	}
+	return true
+}
+
+// replConsumerID returns a new consumer id of this process.
+func (b *Broker) replConsumerID() queue.ConsumerID {
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = (r.next + 1) & (1<<replIncShift - 1)
+	return queue.ConsumerID(r.prefix | r.next)
+}
+
+// consumeRepl is basic.consume of a replicated queue: consume-ok, then the
+// attach; deliveries come as the group applies them (observe).
+func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string, prio int) error {
+	b := ch.c.b
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return groupDown(qe, amqp.ClassBasic, 20)
+	}
+	cons := &consumer{
+		consumerArgs: consumerArgs{ID: b.replConsumerID(), Tag: tag, NoAck: m.NoAck, Exclusive: m.Exclusive,
+			Prefetch: ch.prefetch, Priority: prio},
+		ch: ch, qe: qe,
+	}
+	r := &b.repl
+	r.mu.Lock()
+	r.consumers[cons.ID] = cons
+	r.mu.Unlock()
+	qe.mu.Lock()
+	qe.addConsumerLocked(cons)
+	qe.mu.Unlock()
+	ch.mu.Lock()
+	ch.consumers[tag] = cons
+	ch.mu.Unlock()
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
+	}
+	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: tag, NoAck: m.NoAck,
+		Exclusive: m.Exclusive, Prefetch: ch.prefetch, Priority: prio}
+	p.submit(qe.queueCmd(&c), func(res *GroupResult, err error) {
+		if err == nil && res.Err == nil {
+			return
+		}
+		if err == nil {
+			err = res.Err
+		}
+		b.log.Info("consumer of a quorum queue not attached; cancelling it", zap.String("queue", qe.name),
+			zap.String("consumer-tag", tag), zap.Error(err))
+		b.dropReplConsumer(cons)
+		ch.serverCancel(cons)
+	})
+	return nil
+}
+
+// dropReplConsumer forgets cons on this node.
+func (b *Broker) dropReplConsumer(cons *consumer) {
+	r := &b.repl
+	r.mu.Lock()
+	delete(r.consumers, cons.ID)
+	r.mu.Unlock()
+	qe := cons.qe
+	qe.mu.Lock()
+	delete(qe.consumers, cons.ID)
+	qe.mu.Unlock()
+}
+
+// removeReplConsumer is the end of cons (basic.cancel, its channel
+// closed): detached in the group. What it holds stays held until its
+// channel settles or returns it.
+func (qe *queueEntity) removeReplConsumer(cons *consumer) {
+	b := qe.vhost.b
+	b.dropReplConsumer(cons)
+	if p := b.proposer(qe.repl.group); p != nil {
+		c := queue.Cmd{Op: queue.OpDetach, Now: nowMs(), Consumer: cons.ID}
+		p.submit(qe.queueCmd(&c), nil)
+	}
+}
+
+// settleRepl proposes op (OpSettle, OpReturn, OpDiscard) for the run of
+// deliveries ps[i:] of replicated queue qe and returns the index after
+// the run. Nothing waits for the result: a settlement the group did not
+// take leaves the delivery held by its consumer until the consumer goes.
+func (ch *channel) settleRepl(op queue.Op, ps []pending, i int) int {
+	qe := ps[i].qe
+	j := i
+	seqs := make([]uint64, 0, len(ps)-i)
+	for ; j < len(ps) && ps[j].qe == qe; j++ {
+		seqs = append(seqs, ps[j].seq)
+	}
+	qe.vhost.b.settleReplSeqs(qe, op, seqs)
+	return j
+}
+
+func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64) {
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return
+	}
+	c := queue.Cmd{Op: op, Now: nowMs()}
+	if len(seqs) == 1 {
+		c.Seq = seqs[0]
+	} else {
+		c.Seqs = seqs
+	}
+	qe.mu.Lock()
+	switch op {
+	case queue.OpSettle, queue.OpDiscard:
+		qe.stats.ack += uint64(len(seqs))
+	}
+	qe.mu.Unlock()
+	p.submit(qe.queueCmd(&c), nil)
+}
+
+// observe carries out what a group command applied on this node means
+// for this node's clients: the deliveries to its consumers. It runs on
+// the group's apply goroutine, under the group's lock: it only appends to
+// channels' outbound buffers and submits proposals.
+func (b *Broker) observe(res *GroupResult) {
+	for i := range res.Effects {
+		f := &res.Effects[i]
+		if f.Kind != queue.EffDeliver || f.Consumer == 0 {
+			continue
+		}
+		r := &b.repl
+		r.mu.Lock()
+		cons := r.consumers[f.Consumer]
+		r.mu.Unlock()
+		if cons != nil {
+			cons.ch.deliverRepl(cons, &f.Entry)
+		}
+	}
+}
+
+// deliverRepl writes a delivery of a replicated queue to cons, or returns
+// it to the group when cons is gone.
+func (ch *channel) deliverRepl(cons *consumer, e *queue.Entry) {
+	qe := cons.qe
+	ch.mu.Lock()
+	if ch.closed || ch.consumers[cons.Tag] != cons {
+		ch.mu.Unlock()
+		if !cons.NoAck {
+			qe.vhost.b.settleReplSeqs(qe, queue.OpReturn, []uint64{e.Seq})
+		}
+		return
+	}
+	msg := qe.deliveryMessage(e, false)
+	ch.stats.countDeliveryLocked(cons.NoAck, e.Redelivered)
+	ch.nextTag++
+	tag := ch.nextTag
+	if !cons.NoAck {
+		ch.unacked.push(pending{tag: tag, qe: qe, cons: cons, seq: e.Seq, at: ch.c.b.ct.now.Load()})
+		ch.globalUnacked.Add(1)
+	}
+	o := ch.c.out
+	o.lock()
+	was := len(o.buf) + len(o.segs)
+	start := len(o.buf)
+	m := amqp.BasicDeliver{ConsumerTag: cons.Tag, DeliveryTag: tag, Redelivered: e.Redelivered,
+		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey}
+	o.buf = appendMethod(o.buf, ch.id, &m)
+	added := ch.appendContentLocked(msg)
+	o.unlock(len(o.buf) - start + added)
+	ch.mu.Unlock()
+	if was == 0 {
+		o.wake()
+	}
+}
+
+// getRepl is basic.get of a replicated queue.
+func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
+	c := queue.Cmd{Op: queue.OpGet, Now: nowMs(), NoAck: m.NoAck}
+	res, err := ch.c.b.replCall(qe, qe.queueCmd(&c), amqp.ClassBasic, 70)
+	if err != nil {
+		return err
+	}
+	var e *queue.Entry
+	for i := range res.Effects {
+		if f := &res.Effects[i]; f.Kind == queue.EffDeliver && f.Consumer == 0 {
+			e = &f.Entry
+		}
+	}
+	if e == nil {
+		ch.stats.getEmpty.Add(1)
+		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
+		return nil
+	}
+	ready, _ := ch.c.b.replCounts(qe)
+	msg := qe.deliveryMessage(e, true)
+	ch.mu.Lock()
+	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
+	ch.nextTag++
+	tag := ch.nextTag
+	if !m.NoAck {
+		ch.unacked.push(pending{tag: tag, qe: qe, seq: e.Seq})
+	}
+	o := ch.c.out
+	o.lock()
+	was := len(o.buf) + len(o.segs)
+	start := len(o.buf)
+	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicGetOk{DeliveryTag: tag, Redelivered: e.Redelivered,
+		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(ready)})
+	added := ch.appendContentLocked(msg)
+	o.unlock(len(o.buf) - start + added)
+	ch.mu.Unlock()
+	if was == 0 {
+		o.wake()
+	}
+	return nil
+}
+
+// purgeRepl is queue.purge of a replicated queue.
+func (ch *channel) purgeRepl(qe *queueEntity, m *amqp.QueuePurge) error {
+	c := queue.Cmd{Op: queue.OpPurge, Now: nowMs()}
+	res, err := ch.c.b.replCall(qe, qe.queueCmd(&c), amqp.ClassQueue, 30)
+	if err != nil {
+		return err
+	}
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.QueuePurgeOk{MessageCount: uint32(len(res.Effects))})
+	}
+	return nil
+}
+
+// deleteRepl is queue.delete of a replicated queue: the definition goes,
+// then the queue's state in its group.
+func (ch *channel) deleteRepl(qe *queueEntity, m *amqp.QueueDelete) (int, error) {
+	const cls, mth = amqp.ClassQueue, 40
+	msgs, conss := ch.c.b.replCounts(qe)
+	v := qe.vhost
+	switch {
+	case m.IfUnused && conss > 0:
+		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' in use", qe.name, v.name)
+	case m.IfEmpty && msgs > 0:
+		return 0, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "queue '%s' in vhost '%s' not empty", qe.name, v.name)
+	}
+	r := v.b.propose(&defCmd{Op: opDeleteQueue, VHost: v.name, VHostID: v.storeID, Name: qe.name, ID: qe.id})
+	if r.err != nil {
+		return 0, r.err
+	}
+	if p := v.b.proposer(qe.repl.group); p != nil {
+		p.submit(GroupDeleteCmd(qe.repl.key), nil)
+	}
+	return msgs, nil
+}
+
+// replWatchEvery is how often the broker looks for gone consumers of
+// replicated queues; replGoneAfter how long a node must look down before
+// the leader of a group returns what its consumers held.
+const (
+	replWatchEvery = 500 * time.Millisecond
+	replGoneAfter  = 3 * time.Second
+)
+
+// replWatch runs while the broker does: for each group this node is a
+// member of, it proposes 'O' for the consumers of this node's earlier
+// processes its replica holds (they died with them), once each; and for each group it leads, it
+// proposes 'O' for the consumers of nodes down for replGoneAfter.
+func (b *Broker) replWatch() {
+	r := &b.repl
+	defer r.wg.Done()
+	t := time.NewTicker(replWatchEvery)
+	defer t.Stop()
+	// proposed are the earlier processes of this node whose consumers
+	// were proposed gone.
+	proposed := map[queue.ConsumerID]bool{}
+	downSince := map[uint64]time.Time{}
+	self := nodeHash(b.cfg.NodeName)
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		for len(r.retry) > 0 {
+			delete(proposed, <-r.retry)
+		}
+		names := map[uint64]string{}
+		if b.cfg.Link != nil {
+			for _, n := range b.cfg.Link.Nodes() {
+				names[nodeHash(n)] = n
+			}
+		}
+		r.mu.Lock()
+		machines := make(map[uint64]*QueueGroup, len(r.machines))
+		for g, m := range r.machines {
+			machines[g] = m
+		}
+		r.mu.Unlock()
+		for g, m := range machines {
+			p := b.proposer(g)
+			if p == nil {
+				continue
+			}
+			ids := m.consumerIDs()
+			for _, id := range ids {
+				proc := id & replProcMask
+				if uint64(id>>replNodeShift) != self || uint64(proc) == r.prefix || proposed[proc] {
+					continue
+				}
+				proposed[proc] = true
+				b.log.Info("returning the deliveries of this node's earlier process", zap.Uint64("group", g))
+				p.submit(GroupGoneCmd(replProcMask, proc, nowMs()), func(_ *GroupResult, err error) {
+					if err != nil {
+						select {
+						case r.retry <- proc: // not taken: again next time
+						default:
+						}
+					}
+				})
+			}
+			if !b.cfg.QuorumGroups.Leader(g) {
+				continue
+			}
+			nodes := map[uint64]bool{}
+			for _, id := range ids {
+				if h := uint64(id >> replNodeShift); h != self {
+					nodes[h] = true
+				}
+			}
+			now := time.Now()
+			for h := range nodes {
+				name, known := names[h]
+				if known && b.cfg.QuorumGroups.Alive(name) {
+					delete(downSince, h)
+					continue
+				}
+				since, ok := downSince[h]
+				if !ok {
+					downSince[h] = now
+					continue
+				}
+				if now.Sub(since) < replGoneAfter {
+					continue
+				}
+				delete(downSince, h)
+				b.log.Info("returning the deliveries of a node that is gone", zap.String("peer", name), zap.Uint64("group", g))
+				p.submit(GroupGoneCmd(replNodeMask, queue.ConsumerID(h<<replNodeShift), nowMs()), nil)
+			}
+		}
+	}
+}
+
+// startRepl starts the watcher of replicated queues (Serve).
+func (b *Broker) startRepl() {
+	if !b.replicated() {
+		return
+	}
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.wg.Add(1)
+	go b.replWatch()
+}
+
+// closeRepl stops the proposers and the watcher and waits for them.
+func (b *Broker) closeRepl() {
+	r := &b.repl
+	r.mu.Lock()
+	if r.closed || r.done == nil {
+		r.closed = true
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	close(r.done)
+	r.cancel()
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// consumerIDs returns the ids of the consumers of every queue of the
+// group, and of the consumers whose deliveries are still held.
+func (g *QueueGroup) consumerIDs() []queue.ConsumerID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []queue.ConsumerID
+	for _, q := range g.queues {
+		ids = q.ConsumerIDs(ids)
+		ids = q.HolderIDs(ids)
+	}
+	return ids
+}
+
+// quorumArg reports whether declare arguments ask for a quorum queue.
+func quorumArg(args amqp.Table) bool {
+	switch t := args["x-queue-type"].(type) {
+	case string:
+		return t == "quorum"
+	case []byte:
+		return string(t) == "quorum"
+	}
+	return false
+}
+
+// replInfo fills in what the management API shows of a replicated quorum
+// queue: the counts of this node's replica, the group's leader, members
+// and the members online. ok is false once the queue was deleted.
+func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
+	b := qe.vhost.b
+	qe.mu.Lock()
+	deleted := qe.deleted
+	qi.Stats = qe.stats.export()
+	qe.mu.Unlock()
+	if deleted {
+		return qi, false
+	}
+	qi.Type = "quorum"
+	r := &b.repl
+	r.mu.Lock()
+	m := r.machines[qe.repl.group]
+	r.mu.Unlock()
+	if m != nil {
+		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
+	}
+	qg := b.cfg.QuorumGroups
+	qi.Leader = qg.LeaderName(qe.repl.group)
+	qi.Node = qi.Leader
+	for _, g := range qg.Groups() {
+		if g.ID != qe.repl.group {
+			continue
+		}
+		qi.Members = slices.Clone(g.Members)
+		for _, n := range g.Members {
+			if qg.Alive(n) {
+				qi.Online = append(qi.Online, n)
+			}
+		}
+	}
+	qi.Unavailable = len(qi.Online) <= len(qi.Members)/2
+	return qi, true
+}

@@ -1,0 +1,354 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/store"
+)
+
+// Data groups: a bounded pool of Raft groups (ids from 1) beside the
+// metadata group, each replicating the state machine of the quorum queues
+// placed in it. A group is a RaftLog like the metadata group, with these
+// differences:
+//
+//   - Its members are decided by the metadata group (a GroupSpec recorded
+//     there, PlanGroups); every member founds the group with the same
+//     configuration (RaftLogConfig.Servers), so there is no join and no
+//     first snapshot: a data group starts empty.
+//   - Its requests between nodes (forwarded proposals) go on 'G' streams,
+//     which name the group: 'G' group(8) op(1) len(4) payload, answered as
+//     on 'M' streams.
+//   - DataGroups runs the groups a node is a member of and spreads their
+//     leaders: a group's preferred leader is its first member, and a node
+//     that leads a group it is not the first member of hands the
+//     leadership to that member while it is a voter connected to this node
+//     (and tries again no sooner than transferBackoff after a failure): a
+//     node that comes back takes its groups back.
+
+// GroupMember is a member of a data group: a node's name and cluster
+// address.
+type GroupMember struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+}
+
+// GroupSpec is a data group as the metadata group records it: its id and
+// members, the first the preferred leader.
+type GroupSpec struct {
+	ID      uint64        `json:"id"`
+	Members []GroupMember `json:"members"`
+}
+
+// PlanGroups places count groups of size members each (fewer when there
+// are fewer nodes) over nodes: group g (from 1) takes the nodes from
+// position g-1 on in name order, wrapping around, so that each node is
+// the first member — the preferred leader — of as many groups as any
+// other, and the members of the groups are spread alike.
+func PlanGroups(nodes []GroupMember, count, size int) []GroupSpec {
+	if len(nodes) == 0 || count <= 0 || size <= 0 {
+		return nil
+	}
+	ns := slices.Clone(nodes)
+	slices.SortFunc(ns, func(a, b GroupMember) int { return strings.Compare(a.Name, b.Name) })
+	size = min(size, len(ns))
+	specs := make([]GroupSpec, count)
+	for g := range count {
+		specs[g].ID = uint64(g + 1)
+		for i := range size {
+			specs[g].Members = append(specs[g].Members, ns[(g+i)%len(ns)])
+		}
+	}
+	return specs
+}
+
+// metaHeader is the header of a request stream of group g: 'M' for the
+// metadata group, 'G' g(8) for a data group.
+func metaHeader(g uint64) []byte {
+	if g == MetadataGroup {
+		return []byte{streamMeta}
+	}
+	return binary.BigEndian.AppendUint64([]byte{streamGroupMeta}, g)
+}
+
+// setMeta registers (h nil: removes) the request handler of group g.
+func (n *Node) setMeta(g uint64, h LinkHandler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if g == MetadataGroup {
+		n.meta = h
+		return
+	}
+	if h == nil {
+		delete(n.groupMeta, g)
+		return
+	}
+	if n.groupMeta == nil {
+		n.groupMeta = make(map[uint64]LinkHandler)
+	}
+	n.groupMeta[g] = h
+}
+
+// serveGroupMeta serves a 'G' stream: it reads the group id and hands the
+// stream to that group's handler (closed when the group does not run
+// here: the forwarder tries again).
+func (n *Node) serveGroupMeta(s *session, st *yamux.Stream) {
+	var g [8]byte
+	if _, err := io.ReadFull(st, g[:]); err != nil {
+		st.Close()
+		return
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	n.mu.Lock()
+	h := n.groupMeta[binary.BigEndian.Uint64(g[:])]
+	n.mu.Unlock()
+	if h != nil {
+		h(s.name, st)
+	}
+	st.Close()
+}
+
+// startDataGroup founds a data group with its configured members, unless
+// it has Raft state already (Start).
+func (l *RaftLog) startDataGroup(existing bool) error {
+	if !existing {
+		f := l.raft.BootstrapCluster(raft.Configuration{Servers: l.cfg.Servers})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("cluster: found group %d: %w", l.cfg.Group, err)
+		}
+	}
+	l.seeded.Store(true)
+	l.wg.Add(1)
+	go l.notifyLoop()
+	return nil
+}
+
+// IsLeader reports whether this node leads the group.
+func (l *RaftLog) IsLeader() bool { return l.raft.State() == raft.Leader }
+
+// LeaderCh is raft's leadership channel of the group: true when this node
+// becomes the leader, false when it stops being it. Only one reader may
+// use it.
+func (l *RaftLog) LeaderCh() <-chan bool { return l.raft.LeaderCh() }
+
+// DataGroupsConfig configures NewDataGroups.
+type DataGroupsConfig struct {
+	// Node is the started cluster node; Store keeps the groups' logs
+	// (group g in store log LogBase+g) and Dir their snapshots (Dir/g<g>).
+	Node    *Node
+	Store   *store.Store
+	LogBase uint64
+	Dir     string
+	// Machine returns the state machine of group g (called once per group
+	// started).
+	Machine func(g uint64) StateMachine
+	// ProposeTimeout, HeartbeatTimeout, SnapshotThreshold and TrailingLogs
+	// are those of each group's RaftLog (defaults there).
+	ProposeTimeout    time.Duration
+	HeartbeatTimeout  time.Duration
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	Logger            *zap.Logger
+}
+
+// transferBackoff is how long a node waits after a failed leadership
+// transfer of a group before trying again; balanceEvery how often it
+// looks.
+const (
+	transferBackoff = 10 * time.Second
+	balanceEvery    = time.Second
+)
+
+// DataGroups runs the data groups this node is a member of (Ensure) and
+// spreads their leaders over their preferred members.
+type DataGroups struct {
+	cfg DataGroupsConfig
+	log *zap.Logger
+
+	mu     sync.Mutex
+	groups map[uint64]*dataGroup
+	closed bool
+	// started is set once the balancer runs.
+	started bool
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type dataGroup struct {
+	spec GroupSpec
+	log  *RaftLog
+	// retryAt: no leadership transfer before then (balancer goroutine).
+	retryAt time.Time
+}
+
+// NewDataGroups returns the manager of this node's data groups.
+func NewDataGroups(cfg DataGroupsConfig) (*DataGroups, error) {
+	if cfg.Node == nil || cfg.Store == nil || cfg.Machine == nil || cfg.Dir == "" {
+		return nil, errors.New("cluster: DataGroupsConfig needs a Node, a Store, a Dir and a Machine")
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = cfg.Node.log
+	}
+	return &DataGroups{cfg: cfg, log: lg, groups: make(map[uint64]*dataGroup), done: make(chan struct{})}, nil
+}
+
+// Ensure starts the groups of specs this node is a member of and does not
+// run yet, and returns the ids of those it started. A group already
+// running keeps its Raft configuration (membership changes are the
+// leader's, later).
+func (d *DataGroups) Ensure(specs []GroupSpec) ([]uint64, error) {
+	self := d.cfg.Node.Name()
+	var started []uint64
+	var errs []error
+	for _, spec := range specs {
+		if spec.ID == MetadataGroup || !slices.ContainsFunc(spec.Members, func(m GroupMember) bool { return m.Name == self }) {
+			continue
+		}
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return started, ErrClosed
+		}
+		_, running := d.groups[spec.ID]
+		d.mu.Unlock()
+		if running {
+			continue
+		}
+		servers := make([]raft.Server, len(spec.Members))
+		for i, m := range spec.Members {
+			servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.Addr)}
+		}
+		l, err := NewRaftLog(RaftLogConfig{
+			Node: d.cfg.Node, Group: spec.ID, Store: d.cfg.Store, LogID: d.cfg.LogBase + spec.ID,
+			SnapshotDir: filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID)), Machine: d.cfg.Machine(spec.ID),
+			ProposeTimeout: d.cfg.ProposeTimeout, HeartbeatTimeout: d.cfg.HeartbeatTimeout,
+			SnapshotThreshold: d.cfg.SnapshotThreshold, TrailingLogs: d.cfg.TrailingLogs,
+			Servers: servers, Logger: d.log,
+		})
+		if err == nil {
+			err = l.Start(false)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cluster: data group %d: %w", spec.ID, err))
+			continue
+		}
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			_ = l.Close()
+			return started, ErrClosed
+		}
+		d.groups[spec.ID] = &dataGroup{spec: spec, log: l}
+		if !d.started {
+			d.started = true
+			d.wg.Add(1)
+			go d.balance()
+		}
+		d.mu.Unlock()
+		d.log.Info("data group started", zap.Uint64("group", spec.ID), zap.Any("members", spec.Members))
+		started = append(started, spec.ID)
+	}
+	return started, errors.Join(errs...)
+}
+
+// Group returns the log of group g, or nil when this node does not run
+// it.
+func (d *DataGroups) Group(g uint64) *RaftLog {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if dg := d.groups[g]; dg != nil {
+		return dg.log
+	}
+	return nil
+}
+
+// Running returns the ids of the groups this node runs, in order.
+func (d *DataGroups) Running() []uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]uint64, 0, len(d.groups))
+	for g := range d.groups {
+		ids = append(ids, g)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// balance hands the leadership of each group this node leads to the
+// group's preferred member (its first), once a second.
+func (d *DataGroups) balance() {
+	defer d.wg.Done()
+	t := time.NewTicker(balanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		groups := make([]*dataGroup, 0, len(d.groups))
+		for _, dg := range d.groups {
+			groups = append(groups, dg)
+		}
+		d.mu.Unlock()
+		now := time.Now()
+		for _, dg := range groups {
+			pref := dg.spec.Members[0]
+			if pref.Name == d.cfg.Node.Name() || now.Before(dg.retryAt) || !dg.log.IsLeader() {
+				continue
+			}
+			if dg.log.Members()[pref.Name] != pref.Addr || !d.cfg.Node.connected(pref.Addr) {
+				continue
+			}
+			err := dg.log.raft.LeadershipTransferToServer(raft.ServerID(pref.Name), raft.ServerAddress(pref.Addr)).Error()
+			if err != nil {
+				d.log.Debug("data group leadership transfer failed", zap.Uint64("group", dg.spec.ID), zap.String("to", pref.Name), zap.Error(err))
+				dg.retryAt = now.Add(transferBackoff)
+				continue
+			}
+			d.log.Info("data group leadership handed to its preferred member", zap.Uint64("group", dg.spec.ID), zap.String("to", pref.Name))
+		}
+	}
+}
+
+// Close stops this node's groups (they stay members).
+func (d *DataGroups) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	groups := d.groups
+	d.groups = map[uint64]*dataGroup{}
+	d.mu.Unlock()
+	d.wg.Wait()
+	var errs []error
+	for _, dg := range groups {
+		errs = append(errs, dg.log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// connected reports whether this node has a live session with the node at
+// addr.
+func (n *Node) connected(addr string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.peers[addr]
+	return p != nil && p.sess != nil && !p.sess.ys.IsClosed()
+}
