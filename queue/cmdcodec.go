@@ -12,7 +12,8 @@ import (
 // the input). Integers are varints:
 //
 //	version(1) op(1) now(varint)
-//	enqueue     ttl publisher pubseq exchange rkey header body persistent(1) priority(1)
+//	enqueue     ttl publisher pubseq exchange rkey header body
+//	            flags(1: persistent 1, report enqueued 2) priority(1)
 //	attach      consumer tag prefetch priority flags(1: noack 1, exclusive 2)
 //	detach      consumer
 //	get         noack(1)
@@ -48,7 +49,7 @@ func AppendCmd(b []byte, cmd *Cmd) []byte {
 		b = append(b, m.Header...)
 		b = binary.AppendUvarint(b, uint64(len(m.Body)))
 		b = append(b, m.Body...)
-		b = append(b, boolByte(m.Persistent), m.Priority)
+		b = append(b, boolByte(m.Persistent)|boolByte(cmd.ReportEnqueued)<<1, m.Priority)
 	case OpAttach:
 		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 		b = appendString(b, cmd.Tag)
@@ -109,7 +110,8 @@ func DecodeCmd(b []byte) (Cmd, error) {
 			m.Header, m.Body = buf[:hdr:hdr], buf[hdr:]
 			r.b = rest[k+body:]
 		}
-		m.Persistent = r.bool()
+		f := r.byte()
+		m.Persistent, cmd.ReportEnqueued = f&1 != 0, f&2 != 0
 		m.Priority = r.byte()
 		cmd.Msg = m
 	case OpAttach:

@@ -41,7 +41,7 @@ func canonical(c Cmd) Cmd {
 	out := Cmd{Op: c.Op, Now: c.Now}
 	switch c.Op {
 	case OpEnqueue:
-		out.TTL, out.Publisher, out.PubSeq = c.TTL, c.Publisher, c.PubSeq
+		out.TTL, out.Publisher, out.PubSeq, out.ReportEnqueued = c.TTL, c.Publisher, c.PubSeq, c.ReportEnqueued
 		m := *c.Msg
 		if m.Header == nil {
 			m.Header = []byte{}
