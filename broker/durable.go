@@ -199,6 +199,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		}
 		now := nowMs()
 		keep, keepBytes := b.pageWindow()
+		grouped := qe.q.Config().GroupHeader != "" // never paged out (queue/groups.go)
 		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
 			_, prio := peekModePriority(m.Header)
 			msg := &queue.Message{
@@ -212,7 +213,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 				Deliveries:  m.Deliveries,
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			}
-			if n, bytes := qe.q.Resident(); n >= keep || bytes+int64(len(m.Body)) > keepBytes {
+			if n, bytes := qe.q.Resident(); !grouped && (n >= keep || bytes+int64(len(m.Body)) > keepBytes) {
 				// Beyond the window only the index stays in RAM.
 				e.Msg, e.Size = nil, len(m.Body)
 				qe.q.RestorePaged(e, prio)
