@@ -245,7 +245,7 @@ func (b *Broker) recoverDelayed() error {
 			return err
 		}
 	}
-	if err := st.DropDedup(b.delayedGone); err != nil {
+	if err := st.DropDedup(b.dedupGone()); err != nil {
 		return err
 	}
 	if orphans > 0 {
@@ -283,7 +283,7 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			if _, err := st.DropDelayed(b.delayedGone); err != nil {
 				b.log.Error("deleting delayed messages of deleted exchanges", zap.Error(err))
 			}
-			if err := st.DropDedup(b.delayedGone); err != nil {
+			if err := st.DropDedup(b.dedupGone()); err != nil {
 				b.log.Error("deleting deduplication caches of deleted exchanges", zap.Error(err))
 			}
 		}

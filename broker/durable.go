@@ -213,6 +213,11 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 				Deliveries:  m.Deliveries,
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			}
+			if qe.dedup != nil {
+				if k, _, ok := dedupKeyOf(m.Header); ok {
+					qe.dedup.addLocked(k, seq, 0, now, nil) // in the queue: no window
+				}
+			}
 			if n, bytes := qe.q.Resident(); !grouped && (n >= keep || bytes+int64(len(m.Body)) > keepBytes) {
 				// Beyond the window only the index stays in RAM.
 				e.Msg, e.Size = nil, len(m.Body)
@@ -227,6 +232,9 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		}
 		if stats.Corrupt > 0 {
 			b.log.Warn("skipped corrupt message records", zap.String("queue", q.Name), zap.Int("count", stats.Corrupt))
+		}
+		if err := b.loadQueueDedup(qe, now); err != nil {
+			return fmt.Errorf("broker: recovering the deduplication cache of queue %q: %w", q.Name, err)
 		}
 		b.log.Debug("recovered queue", zap.String("queue", q.Name), zap.Int("messages", stats.Messages))
 		qe.armExpiryLocked()
