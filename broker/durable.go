@@ -215,7 +215,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 			}
 			if qe.dedup != nil {
 				if k, _, ok := dedupKeyOf(m.Header); ok {
-					qe.dedup.addLocked(k, seq, 0, now, nil) // in the queue: no window
+					qe.dedup.addLocked(k, seq, 0, nil) // in the queue: no window
 				}
 			}
 			if n, bytes := qe.q.Resident(); !grouped && (n >= keep || bytes+int64(len(m.Body)) > keepBytes) {

@@ -66,17 +66,21 @@ func (d *queueDedup) duplicateLocked(q *queue.Queue, key string, now int64) bool
 	return (e.expires != 0 && e.expires > now) || (e.seq != 0 && q.Has(e.seq))
 }
 
-// addLocked records key for message seq (0: not kept) enqueued at now
-// with ttl (-1 = the cache's), returning the keys it evicted and the end
-// of the key's window (0 = none) for the store.
-func (d *queueDedup) addLocked(key string, seq uint64, ttl, now int64, evicted []string) ([]string, int64) {
+// window is the end of the window of a key enqueued at now with ttl (-1 =
+// the cache's), 0 for none.
+func (d *queueDedup) window(ttl, now int64) int64 {
 	if ttl < 0 {
 		ttl = d.ttl
 	}
-	var expires int64
 	if ttl > 0 {
-		expires = now + ttl
+		return now + ttl
 	}
+	return 0
+}
+
+// addLocked records key for message seq (0: not kept) with a window to
+// expires (0 = none), returning the keys it evicted appended to evicted.
+func (d *queueDedup) addLocked(key string, seq uint64, expires int64, evicted []string) []string {
 	if d.entries == nil {
 		d.entries = make(map[string]queueDedupEntry)
 	}
@@ -92,7 +96,7 @@ func (d *queueDedup) addLocked(key string, seq uint64, ttl, now int64, evicted [
 		}
 	}
 	d.entries[key] = queueDedupEntry{seq: seq, expires: expires}
-	return evicted, expires
+	return evicted
 }
 
 // len is the number of keys kept (management API).
@@ -113,25 +117,6 @@ func (qe *queueEntity) dedupLocked(msg *queue.Message, now int64) (dup bool, key
 	return false, key, ttl, true
 }
 
-// recordDedupLocked records key for message seq of qe, writing it to the
-// store when the cache is persistent and the key has a window. Hold
-// qe.mu (the store only queues the write, as journal does).
-func (qe *queueEntity) recordDedupLocked(key string, seq uint64, ttl, now int64) {
-	d := qe.dedup
-	evicted, expires := d.addLocked(key, seq, ttl, now, nil)
-	st := qe.vhost.b.cfg.Store
-	id := qe.dedupStoreID()
-	if st == nil || id == 0 {
-		return
-	}
-	for _, k := range evicted {
-		st.DeleteDedup(id, k)
-	}
-	if expires != 0 {
-		st.PutDedup(id, key, expires)
-	}
-}
-
 // enqueueDedupLocked is enqueueLocked for a deduplicating queue: a
 // duplicate is dropped (routed: its confirm, if any, is an ack); anything
 // else is enqueued and, when it has the header, recorded. Hold qe.mu.
@@ -144,13 +129,36 @@ func (ch *channel) enqueueDedupLocked(qe *queueEntity, msg *queue.Message, ttl i
 		qe.dedup.dropped++
 		return false
 	}
+	var expires int64
+	st, id := qe.vhost.b.cfg.Store, qe.dedupStoreID()
+	if ok {
+		expires = qe.dedup.window(keyTTL, *now)
+		if expires != 0 && id != 0 {
+			// Written before the message's journal record: durable no
+			// later than its confirm.
+			st.PutDedup(id, key, expires)
+		}
+	}
 	before := qe.q.LastSeq()
 	dead := ch.enqueueClassicLocked(qe, msg, ttl, now, confirmSeq, dispatch, throttle)
-	if seq := qe.q.LastSeq(); ok && seq != before {
-		if !qe.q.Has(seq) {
-			seq = 0 // accepted but not kept (a TTL of 0): the window only
+	if !ok {
+		return dead
+	}
+	seq := qe.q.LastSeq()
+	if seq == before {
+		// Refused (a length limit): a retry is no duplicate.
+		if expires != 0 && id != 0 {
+			st.DeleteDedup(id, key)
 		}
-		qe.recordDedupLocked(key, seq, keyTTL, *now)
+		return dead
+	}
+	if !qe.q.Has(seq) {
+		seq = 0 // accepted but not kept (a TTL of 0): the window only
+	}
+	for _, k := range qe.dedup.addLocked(key, seq, expires, nil) {
+		if id != 0 {
+			st.DeleteDedup(id, k)
+		}
 	}
 	return dead
 }
@@ -184,8 +192,7 @@ func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
 			d.entries[key] = e
 			return
 		}
-		stale, _ = d.addLocked(key, 0, 0, now, stale)
-		d.entries[key] = queueDedupEntry{expires: expires}
+		stale = d.addLocked(key, 0, expires, stale)
 	})
 	for _, k := range stale {
 		st.DeleteDedup(id, k)
