@@ -330,7 +330,11 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			next, ahead = time.Now().UnixMilli()+1000, nil
 		}
 		// Without a signal: the scheduler itself sleeps towards it, to
-		// the due millisecond.
+		// the due millisecond; with nothing read ahead, to a little before
+		// it, to read ahead then.
+		if ahead == nil && next != math.MaxInt64 && next > time.Now().UnixMilli()+delayedLookahead/2 {
+			next -= delayedLookahead / 2
+		}
 		d.lower(next)
 		wait := time.Until(time.UnixMilli(d.next.Load()))
 		if d.next.Load() == math.MaxInt64 {

@@ -95,8 +95,8 @@ func TestDelayedMillionMemory(t *testing.T) {
 	}
 	stopSampling()
 	bounds, counts := s.DelayedLateness()
-	t.Logf("routed by the scheduler (server side, burst and all): lateness p50 ≤ %d ms, p99 ≤ %d ms",
-		bucketQuantile(bounds, counts, 0.5), bucketQuantile(bounds, counts, 0.99))
+	t.Logf("routed by the scheduler (server side, burst and all): lateness p50 ≤ %d ms, p99 ≤ %d ms (counts %v by bound %v ms)",
+		bucketQuantile(bounds, counts, 0.5), bucketQuantile(bounds, counts, 0.99), counts, bounds)
 	slices.Sort(late)
 	t.Logf("burst of %d due at once behind %d waiting: lateness p50 %d ms, p99 %d ms, max %d ms; routed in %v (%.0f msg/s); RSS now %d MiB",
 		burst, n, late[len(late)/2], late[len(late)*99/100], late[len(late)-1], last.Sub(first).Round(time.Millisecond),
