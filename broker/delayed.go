@@ -72,6 +72,9 @@ type delayedState struct {
 	// rounds counts the scheduler's store reads (tests: it must sleep
 	// between due times, not poll).
 	rounds atomic.Int64
+	// epoch anchors clock (set once).
+	epochOnce sync.Once
+	epoch     time.Time
 	// late counts routed messages by lateness (latenessBounds).
 	late [len(latenessBounds) + 1]atomic.Int64
 }
@@ -100,6 +103,20 @@ func (b *Broker) DelayedLateness() (bounds, counts []int64) {
 		counts[i] = b.delayed.late[i].Load()
 	}
 	return latenessBounds[:], counts
+}
+
+// clock is the scheduler's time in unix ms (rounded up with up): the wall
+// clock when the broker first asked, plus the monotonic time since. Due
+// times are set and compared on it, so that a message is never routed
+// sooner after its publish than its delay, even where the wall clock runs
+// fast or steps; a restart sets it to the wall clock again.
+func (d *delayedState) clock(up bool) int64 {
+	d.epochOnce.Do(func() { d.epoch = time.Now() })
+	ns := d.epoch.UnixNano() + int64(time.Since(d.epoch))
+	if up {
+		ns += int64(time.Millisecond) - 1
+	}
+	return ns / int64(time.Millisecond)
 }
 
 // transientDelayedID marks the ids given to transient exchanges.
@@ -209,7 +226,7 @@ func (ch *channel) delayPublish(ex *exchangeEntity, msg *queue.Message, confirmS
 		return false
 	}
 	de := ex.plug.delay
-	now := time.Now().UnixMilli()
+	now := b.delayed.clock(true)
 	due := now + delay
 	if delay > math.MaxInt64-now {
 		due = math.MaxInt64 >> 1
@@ -327,16 +344,16 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 		ahead = read
 		if err != nil {
 			b.log.Error("routing delayed messages", zap.Error(err))
-			next, ahead = time.Now().UnixMilli()+1000, nil
+			next, ahead = d.clock(false)+1000, nil
 		}
 		// Without a signal: the scheduler itself sleeps towards it, to
 		// the due millisecond; with nothing read ahead, to a little before
 		// it, to read ahead then.
-		if ahead == nil && next != math.MaxInt64 && next > time.Now().UnixMilli()+delayedLookahead/2 {
+		if ahead == nil && next != math.MaxInt64 && next > d.clock(false)+delayedLookahead/2 {
 			next -= delayedLookahead / 2
 		}
 		d.lower(next)
-		wait := time.Until(time.UnixMilli(d.next.Load()))
+		wait := time.Duration(d.next.Load()-d.clock(false)) * time.Millisecond
 		if d.next.Load() == math.MaxInt64 {
 			wait = time.Hour
 		}
@@ -401,7 +418,8 @@ func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan
 		deletes = append(deletes, done)
 		settle(delayedInFlight)
 	}
-	now := time.Now().UnixMilli()
+	d := &b.delayed
+	now := d.clock(false)
 	i := 0
 	for i < len(ahead) && ahead[i].Key.Due <= now {
 		b.fireDelayed(ahead[i], chans)
@@ -425,7 +443,7 @@ func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan
 			return math.MaxInt64, nil, nil
 		default:
 		}
-		batch, err := readDelayed(st, after, time.Now().UnixMilli())
+		batch, err := readDelayed(st, after, d.clock(false))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -447,7 +465,7 @@ func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan
 	if failed != nil {
 		return 0, nil, failed
 	}
-	ahead, err := readDelayed(st, nil, time.Now().UnixMilli()+delayedLookahead)
+	ahead, err := readDelayed(st, nil, d.clock(false)+delayedLookahead)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -517,7 +535,7 @@ func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
 		return
 	}
 	routed, _ := ch.deliverTo(targets, msg, 0)
-	d.noteLate(time.Now().UnixMilli() - m.Key.Due)
+	d.noteLate(d.clock(false) - m.Key.Due)
 	clear(targets)
 	ch.targets = targets[:0]
 	if !routed {
