@@ -308,3 +308,79 @@ func PeekDeliveryModePriorityExpiration(payload []byte) (deliveryMode, priority 
 	}
 	return deliveryMode, priority, expiration, nil
 }
+
+// PeekHeader returns the value of the entry name of the headers table of a
+// header frame payload, without decoding the table: typ is its type octet
+// and raw its encoded bytes after it (for a longstr 'S' or byte array 'x',
+// the content without the length). ok is false when the payload has no
+// headers table or the table no such entry, or is malformed. raw aliases
+// payload. It allocates nothing.
+func PeekHeader(payload []byte, name string) (typ byte, raw []byte, ok bool) {
+	if _, _, err := ParseContentHeaderPrefix(payload); err != nil {
+		return 0, nil, false
+	}
+	d := decoder{b: payload, off: contentHeaderPrefix}
+	flags := skipFlagWords(&d)
+	if flags&FlagHeaders == 0 {
+		return 0, nil, false
+	}
+	if flags&FlagContentType != 0 {
+		d.bytes(uint64(d.uint8()))
+	}
+	if flags&FlagContentEncoding != 0 {
+		d.bytes(uint64(d.uint8()))
+	}
+	t := d.bytes(uint64(d.uint32()))
+	if d.bad {
+		return 0, nil, false
+	}
+	for len(t) > 0 {
+		kl := int(t[0])
+		if len(t) < 1+kl+1 {
+			return 0, nil, false
+		}
+		key := t[1 : 1+kl]
+		t = t[1+kl:]
+		n := valueLen(t)
+		if n <= 0 || n > len(t) {
+			return 0, nil, false
+		}
+		if string(key) == name {
+			typ, raw = t[0], t[1:n]
+			if typ == 'S' || typ == 'x' {
+				raw = raw[4:]
+			}
+			return typ, raw, true
+		}
+		t = t[n:]
+	}
+	return 0, nil, false
+}
+
+// valueLen is the encoded length of the typed value at the start of b
+// (type octet included), 0 when it is unknown or truncated.
+func valueLen(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	switch b[0] {
+	case 't', 'b', 'B':
+		return 2
+	case 's', 'u':
+		return 3
+	case 'I', 'i', 'f':
+		return 5
+	case 'l', 'd', 'T':
+		return 9
+	case 'D':
+		return 6
+	case 'V':
+		return 1
+	case 'S', 'x', 'F', 'A':
+		if len(b) < 5 {
+			return 0
+		}
+		return 5 + int(binary.BigEndian.Uint32(b[1:]))
+	}
+	return 0
+}

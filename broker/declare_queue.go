@@ -361,6 +361,7 @@ func (v *vhost) dropQueueLocked(qe *queueEntity, cascade bool) (int, []*consumer
 	}
 	qe.q.Purge()
 	qe.mu.Unlock()
+	v.b.dropQueueDedup(qe)
 	delete(v.queues, qe.name)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestQueue, Name: qe.name}, cascade)
 	return n, conss

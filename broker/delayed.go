@@ -23,7 +23,8 @@ import (
 // earliest due time, reads what is due from the store in key order, a
 // batch at a time, routes it through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
-// and deletes it. Nothing per message stays in memory: bodies are on disk,
+// and deletes it (fireDue: without waiting, reading on after it; what is
+// due within delayedLookahead is read before the scheduler sleeps). Nothing per message stays in memory: bodies are on disk,
 // a batch of at most delayedBatch messages is in RAM while it is routed.
 //
 // mandatory cannot be answered at publish time: Warren accepts the message
@@ -38,7 +39,7 @@ import (
 
 // delayedBatch is how many due messages the scheduler routes per store
 // read.
-const delayedBatch = 512
+const delayedBatch = 16384
 
 // delayedExchange is the delayed part of an exchange.
 type delayedExchange struct {
@@ -71,6 +72,51 @@ type delayedState struct {
 	// rounds counts the scheduler's store reads (tests: it must sleep
 	// between due times, not poll).
 	rounds atomic.Int64
+	// epoch anchors clock (set once).
+	epochOnce sync.Once
+	epoch     time.Time
+	// late counts routed messages by lateness (latenessBounds).
+	late [len(latenessBounds) + 1]atomic.Int64
+}
+
+// latenessBounds are the upper bounds, in ms, of the buckets in which the
+// scheduler counts how late it routed delayed messages; the last bucket
+// has none.
+var latenessBounds = [...]int64{0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000}
+
+// noteLate counts a message routed ms after its due time.
+func (d *delayedState) noteLate(ms int64) {
+	i := 0
+	for i < len(latenessBounds) && ms > latenessBounds[i] {
+		i++
+	}
+	d.late[i].Add(1)
+}
+
+// DelayedLateness reports how late the scheduler routed delayed messages
+// since the broker started: counts[i] messages were routed at most
+// bounds[i] ms after their due time (and more than bounds[i-1]); the last
+// count is those later than every bound.
+func (b *Broker) DelayedLateness() (bounds, counts []int64) {
+	counts = make([]int64, len(b.delayed.late))
+	for i := range counts {
+		counts[i] = b.delayed.late[i].Load()
+	}
+	return latenessBounds[:], counts
+}
+
+// clock is the scheduler's time in unix ms (rounded up with up): the wall
+// clock when the broker first asked, plus the monotonic time since. Due
+// times are set and compared on it, so that a message is never routed
+// sooner after its publish than its delay, even where the wall clock runs
+// fast or steps; a restart sets it to the wall clock again.
+func (d *delayedState) clock(up bool) int64 {
+	d.epochOnce.Do(func() { d.epoch = time.Now() })
+	ns := d.epoch.UnixNano() + int64(time.Since(d.epoch))
+	if up {
+		ns += int64(time.Millisecond) - 1
+	}
+	return ns / int64(time.Millisecond)
 }
 
 // transientDelayedID marks the ids given to transient exchanges.
@@ -180,7 +226,7 @@ func (ch *channel) delayPublish(ex *exchangeEntity, msg *queue.Message, confirmS
 		return false
 	}
 	de := ex.plug.delay
-	now := time.Now().UnixMilli()
+	now := b.delayed.clock(true)
 	due := now + delay
 	if delay > math.MaxInt64-now {
 		due = math.MaxInt64 >> 1
@@ -245,7 +291,7 @@ func (b *Broker) recoverDelayed() error {
 			return err
 		}
 	}
-	if err := st.DropDedup(b.delayedGone); err != nil {
+	if err := st.DropDedup(b.dedupGone()); err != nil {
 		return err
 	}
 	if orphans > 0 {
@@ -278,26 +324,36 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	chans := make(map[*vhost]*channel)
+	// ahead is what the last round read ahead (fireDue); a signal (a
+	// message stored with an earlier due time) or a sweep drops it.
+	var ahead []*store.Delayed
 	for {
 		if d.sweep.Swap(false) {
+			ahead = nil
 			if _, err := st.DropDelayed(b.delayedGone); err != nil {
 				b.log.Error("deleting delayed messages of deleted exchanges", zap.Error(err))
 			}
-			if err := st.DropDedup(b.delayedGone); err != nil {
+			if err := st.DropDedup(b.dedupGone()); err != nil {
 				b.log.Error("deleting deduplication caches of deleted exchanges", zap.Error(err))
 			}
 		}
 		// Completions from here on lower next and wake us.
 		d.next.Store(math.MaxInt64)
 		d.rounds.Add(1)
-		next, err := b.fireDue(st, chans, stop)
+		next, read, err := b.fireDue(st, chans, stop, ahead)
+		ahead = read
 		if err != nil {
 			b.log.Error("routing delayed messages", zap.Error(err))
-			next = time.Now().UnixMilli() + 1000
+			next, ahead = d.clock(false)+1000, nil
 		}
-		// Without a signal: the scheduler itself sleeps towards it.
+		// Without a signal: the scheduler itself sleeps towards it, to
+		// the due millisecond; with nothing read ahead, to a little before
+		// it, to read ahead then.
+		if ahead == nil && next != math.MaxInt64 && next > d.clock(false)+delayedLookahead/2 {
+			next -= delayedLookahead / 2
+		}
 		d.lower(next)
-		wait := time.Duration(d.next.Load()-time.Now().UnixMilli()) * time.Millisecond
+		wait := time.Duration(d.next.Load()-d.clock(false)) * time.Millisecond
 		if d.next.Load() == math.MaxInt64 {
 			wait = time.Hour
 		}
@@ -306,6 +362,7 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-d.wake:
+			ahead = nil
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -317,41 +374,133 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 	}
 }
 
-// fireDue routes every delayed message due by now, in due order, and
-// returns the due time of the next one (math.MaxInt64 for none).
-func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan struct{}) (int64, error) {
-	batch := make([]*store.Delayed, 0, delayedBatch)
+// delayedInFlight is how many batches' deletions fireDue leaves in flight
+// while it reads and routes the next.
+const delayedInFlight = 32
+
+// delayedLookahead: before it sleeps, the scheduler reads the messages due
+// within this many ms (one batch at most), so that at their time it
+// routes them from memory: a store read waits for the group commit in
+// progress, which under load is most of a burst's lateness.
+const delayedLookahead = 200
+
+// delayedBatchBytes bounds the bodies of a batch (and of the look-ahead).
+const delayedBatchBytes = 8 << 20
+
+// fireDue routes every delayed message due by now, in due order: first
+// those of ahead (read ahead by the last call, in key order), then what
+// the store has. It returns the due time of the next message
+// (math.MaxInt64 for none) and the messages due within delayedLookahead,
+// read ahead. A batch is deleted without waiting: the next read starts
+// after the last key routed; fireDue waits for every deletion before it
+// reads from the first key again (for the look-ahead), so that a message
+// is never read twice.
+func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan struct{}, ahead []*store.Delayed) (int64, []*store.Delayed, error) {
+	var (
+		after   *store.DelayedKey
+		deletes []chan error // in flight, oldest first
+		failed  error
+	)
+	settle := func(keep int) {
+		for len(deletes) > keep {
+			if err := <-deletes[0]; err != nil && failed == nil {
+				failed = err
+			}
+			deletes = deletes[1:]
+		}
+	}
+	defer settle(0)
+	remove := func(batch []*store.Delayed) {
+		last := batch[len(batch)-1].Key
+		after = &last
+		done := make(chan error, 1)
+		st.RemoveDelayedAsync(batch, func(err error) { done <- err })
+		deletes = append(deletes, done)
+		settle(delayedInFlight)
+	}
+	d := &b.delayed
+	now := d.clock(false)
+	i := 0
+	for i < len(ahead) && ahead[i].Key.Due <= now {
+		b.fireDelayed(ahead[i], chans)
+		i++
+	}
+	if i > 0 {
+		remove(ahead[:i])
+	}
+	if i < len(ahead) || (i > 0 && len(ahead) < delayedBatch) {
+		// The rest of the look-ahead is not due yet, or it held all there
+		// was within its window: nothing else is due before it.
+		settle(0)
+		if i < len(ahead) {
+			return ahead[i].Key.Due, ahead[i:], failed
+		}
+		return b.nextDue(st, failed)
+	}
 	for {
 		select {
 		case <-stop:
-			return math.MaxInt64, nil
+			return math.MaxInt64, nil, nil
 		default:
 		}
-		batch = batch[:0]
-		now := time.Now().UnixMilli()
-		err := st.DueDelayed(now, delayedBatch, func(m *store.Delayed) error {
-			batch = append(batch, m)
-			return nil
-		})
+		batch, err := readDelayed(st, after, d.clock(false))
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		for _, m := range batch {
 			b.fireDelayed(m, chans)
 		}
-		if err := st.RemoveDelayed(batch); err != nil {
-			return 0, err
+		if len(batch) == 0 {
+			break
 		}
-		clear(batch)
+		remove(batch)
+		if failed != nil {
+			return 0, nil, failed
+		}
 		if len(batch) < delayedBatch {
 			break
 		}
 	}
+	settle(0)
+	if failed != nil {
+		return 0, nil, failed
+	}
+	ahead, err := readDelayed(st, nil, d.clock(false)+delayedLookahead)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(ahead) == 0 {
+		return b.nextDue(st, nil)
+	}
+	return ahead[0].Key.Due, ahead, nil
+}
+
+// nextDue is the due time of the first stored delayed message.
+func (b *Broker) nextDue(st *store.Store, failed error) (int64, []*store.Delayed, error) {
+	if failed != nil {
+		return 0, nil, failed
+	}
 	k, ok, err := st.NextDelayed()
 	if err != nil || !ok {
-		return math.MaxInt64, err
+		return math.MaxInt64, nil, err
 	}
-	return k.Due, nil
+	return k.Due, nil, nil
+}
+
+// readDelayed reads a batch of the delayed messages due by until, after
+// key after (from the first when nil): at most delayedBatch of them and
+// about delayedBatchBytes of bodies.
+func readDelayed(st *store.Store, after *store.DelayedKey, until int64) ([]*store.Delayed, error) {
+	var batch []*store.Delayed
+	bytes := 0
+	err := st.DueDelayedAfter(after, until, delayedBatch, func(m *store.Delayed) error {
+		batch = append(batch, m)
+		if bytes += len(m.Body) + len(m.Header); bytes >= delayedBatchBytes {
+			return store.ErrStopScan
+		}
+		return nil
+	})
+	return batch, err
 }
 
 // fireDelayed routes one due message through its exchange, if that
@@ -386,6 +535,7 @@ func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
 		return
 	}
 	routed, _ := ch.deliverTo(targets, msg, 0)
+	d.noteLate(d.clock(false) - m.Key.Due)
 	clear(targets)
 	ch.targets = targets[:0]
 	if !routed {

@@ -199,6 +199,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		}
 		now := nowMs()
 		keep, keepBytes := b.pageWindow()
+		grouped := qe.q.Config().GroupHeader != "" // never paged out (queue/groups.go)
 		stats, err := st.ScanQueue(q.ID, func(seq uint64, m *store.Message) error {
 			_, prio := peekModePriority(m.Header)
 			msg := &queue.Message{
@@ -212,7 +213,12 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 				Deliveries:  m.Deliveries,
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			}
-			if n, bytes := qe.q.Resident(); n >= keep || bytes+int64(len(m.Body)) > keepBytes {
+			if qe.dedup != nil {
+				if k, _, ok := dedupKeyOf(m.Header); ok {
+					qe.dedup.addLocked(k, seq, 0, nil) // in the queue: no window
+				}
+			}
+			if n, bytes := qe.q.Resident(); !grouped && (n >= keep || bytes+int64(len(m.Body)) > keepBytes) {
 				// Beyond the window only the index stays in RAM.
 				e.Msg, e.Size = nil, len(m.Body)
 				qe.q.RestorePaged(e, prio)
@@ -226,6 +232,9 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 		}
 		if stats.Corrupt > 0 {
 			b.log.Warn("skipped corrupt message records", zap.String("queue", q.Name), zap.Int("count", stats.Corrupt))
+		}
+		if err := b.loadQueueDedup(qe, now); err != nil {
+			return fmt.Errorf("broker: recovering the deduplication cache of queue %q: %w", q.Name, err)
 		}
 		b.log.Debug("recovered queue", zap.String("queue", q.Name), zap.Int("messages", stats.Messages))
 		qe.armExpiryLocked()

@@ -337,6 +337,15 @@ func (ch *channel) enqueueLocked(qe *queueEntity, msg *queue.Message, ttl int64,
 		}
 		return false
 	}
+	if qe.dedup != nil {
+		return ch.enqueueDedupLocked(qe, msg, ttl, now, confirmSeq, dispatch, throttle)
+	}
+	return ch.enqueueClassicLocked(qe, msg, ttl, now, confirmSeq, dispatch, throttle)
+}
+
+// enqueueClassicLocked is enqueueLocked's path into a classic queue.
+// Hold qe.mu.
+func (ch *channel) enqueueClassicLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) (dead bool) {
 	if ttl >= 0 || qe.at {
 		return ch.publishAtLocked(qe, msg, ttl, now, confirmSeq)
 	}

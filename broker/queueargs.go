@@ -35,6 +35,9 @@ type queueSettings struct {
 	stream *streamSettings
 	// quorum is set for a quorum queue (quorum.go).
 	quorum bool
+	// dedup is set for a deduplicating queue (queue_dedup.go): a template,
+	// each queue entity gets its own copy.
+	dedup *queueDedup
 }
 
 // queueFeatures is the broker's side of a queue's configuration and the
@@ -228,6 +231,18 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 	} else if ok {
 		s.consumerTimeout = n
 	}
+	if v, ok := args["x-message-group-header"]; ok {
+		h, isStr := v.(string)
+		if !isStr || h == "" {
+			return bad("x-message-group-header", fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v)))
+		}
+		s.cfg.GroupHeader = h
+	}
+	d, err := parseQueueDedup(args)
+	if err != nil {
+		return queueSettings{}, err
+	}
+	s.dedup = d
 	s.cfg.DeadLetter = s.hasDLX
 	return s, nil
 }
@@ -256,6 +271,10 @@ func (qe *queueEntity) initFeatures(s queueSettings) {
 	qe.q = &qe.qv
 	qe.quorum = s.quorum
 	qe.fx.set = s
+	if s.dedup != nil {
+		d := *s.dedup
+		qe.dedup = &d
+	}
 	qe.at = s.needsAt()
 	qe.touchLocked() // created (or recovered) now: x-expires counts from here
 	if s.stream != nil {

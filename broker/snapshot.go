@@ -79,6 +79,16 @@ type QueueInfo struct {
 	Members     []string
 	Online      []string
 	Unavailable bool
+	// Dedup is set for a deduplicating queue: DedupCached is the number of
+	// keys its cache holds and DedupDropped the duplicates it did not
+	// enqueue.
+	Dedup        bool
+	DedupCached  int
+	DedupDropped int64
+	// GroupHeader is the header of a queue with message groups, Groups
+	// the number of groups it has ready or unacknowledged messages of.
+	GroupHeader string
+	Groups      int
 }
 
 // ExchangeInfo describes an exchange.
@@ -255,6 +265,10 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	if qe.stream != nil {
 		qe.streamInfoLocked(&qi)
 	}
+	if d := qe.dedup; d != nil {
+		qi.Dedup, qi.DedupCached, qi.DedupDropped = true, d.len(), d.dropped
+	}
+	qi.GroupHeader, qi.Groups = qe.q.Config().GroupHeader, qe.q.Groups()
 	return qi, true
 }
 

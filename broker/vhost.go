@@ -158,6 +158,9 @@ type queueEntity struct {
 	// fx is the queue's arguments and policies as the broker applies them,
 	// and their timers (queueargs.go; mu).
 	fx queueFeatures
+	// dedup is the cache of a deduplicating queue (queue_dedup.go), nil
+	// otherwise. Guarded by mu.
+	dedup *queueDedup
 	// pageID names qe's spilled messages in the store, 0 until it first
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64

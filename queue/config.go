@@ -56,6 +56,10 @@ type Config struct {
 	// Expires is x-expires in ms (0 = never): OpTick reports EffExpired
 	// once the queue has had no consumer and no use for that long.
 	Expires int64
+	// GroupHeader is x-message-group-header: the header whose value puts
+	// a message in a message group (groups.go); "" for none. It is fixed
+	// when the queue is made; priorities do not apply with it.
+	GroupHeader string
 }
 
 // DefaultConfig is the configuration of New: no limits of any kind.
@@ -70,7 +74,13 @@ func (c *Config) plain() bool {
 
 // NewWithConfig returns an empty queue configured by cfg.
 func NewWithConfig(cfg Config) *Queue {
+	if cfg.GroupHeader != "" {
+		cfg.MaxPriority = 0
+	}
 	q := &Queue{cfg: cfg}
+	if cfg.GroupHeader != "" {
+		q.mg = newGroupState(cfg.GroupHeader)
+	}
 	if cfg.MaxPriority > 0 {
 		q.hi = make([]lane, cfg.MaxPriority)
 	}
@@ -91,6 +101,7 @@ func (q *Queue) Config() Config { return q.cfg }
 func (q *Queue) SetConfig(cfg Config, now int64) []DeadLetter {
 	cfg.MaxPriority = q.cfg.MaxPriority
 	cfg.SingleActiveConsumer = q.cfg.SingleActiveConsumer
+	cfg.GroupHeader = q.cfg.GroupHeader
 	q.cfg = cfg
 	var dls []DeadLetter
 	if now != 0 {

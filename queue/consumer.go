@@ -39,6 +39,11 @@ type Consumer struct {
 	Priority int
 
 	unacked int
+	// gone is set once the consumer is removed from a queue with message
+	// groups; owned is the groups it owns that have ready messages
+	// (groups.go).
+	gone  bool
+	owned *groupFIFO
 }
 
 // Unacked is how many deliveries to this consumer await settlement.
@@ -99,6 +104,9 @@ func (q *Queue) addToGroup(c *Consumer) {
 func (q *Queue) RemoveConsumer(c *Consumer) bool {
 	if !removeFrom(&q.consumers, &q.cursor, c) {
 		return false
+	}
+	if q.mg != nil {
+		q.mg.consumerGone(c)
 	}
 	if c.Priority != 0 {
 		q.prioCount--

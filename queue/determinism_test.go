@@ -94,6 +94,10 @@ func (w *workload) next() Cmd {
 		}
 		cmd.Msg = &Message{Exchange: "x", RoutingKey: fmt.Sprint("k", r.IntN(3)), Header: []byte{byte(r.IntN(256))},
 			Body: body, Persistent: r.IntN(2) == 0, Priority: uint8(r.IntN(6))}
+		if h := w.q.cfg.GroupHeader; h != "" && r.IntN(8) != 0 {
+			// Seven in eight messages in one of a few groups.
+			cmd.Msg.Header = groupHeader(h, fmt.Sprint("g", r.IntN(5)))
+		}
 		cmd.TTL = -1
 		cmd.ReportEnqueued = len(body)%2 == 0 // as an owner that journals by id asks
 		switch r.IntN(10) {
@@ -237,9 +241,11 @@ func TestDeterministicReplay(t *testing.T) {
 	prio.MaxPriority = 4
 	sac := DefaultConfig()
 	sac.SingleActiveConsumer = true
-	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac}
+	groups := DefaultConfig()
+	groups.GroupHeader = "JMSXGroupID"
+	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac, "groups": groups}
 	commands, seeds := replayCommands()
-	for _, name := range []string{"classic", "priority", "single-active"} {
+	for _, name := range []string{"classic", "priority", "single-active", "groups"} {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				cfg := configs[name]

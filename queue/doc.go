@@ -2,6 +2,7 @@
 // ready messages, unacknowledged deliveries and their delivery counts,
 // consumers (by id) and their credit and priorities, dispatch order,
 // message TTL, length limits, message priorities, single active consumer,
+// message groups (groups.go: one consumer at a time per group, in order),
 // delivery limits, the dead-letter decisions (with the x-death bookkeeping
 // of AddDeath), the deduplication of resent publishes, and the queue's own
 // expiry.

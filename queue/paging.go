@@ -43,6 +43,9 @@ func (q *Queue) HeadPaged() bool {
 // reports whether seq was found ready and in RAM. The queue forgets its
 // *Message: the owner must have a copy to page in.
 func (q *Queue) PageOut(seq uint64, prio uint8, spilled bool) bool {
+	if q.mg != nil {
+		return false // a group's messages are found by their headers
+	}
 	s := q.find(seq, q.prioIndex(prio))
 	if s == nil || s.msg == nil {
 		return false
@@ -63,6 +66,9 @@ func (q *Queue) PageOut(seq uint64, prio uint8, spilled bool) bool {
 // this) so that the message can be paged out. It returns how many were.
 // Requeued messages stay in RAM.
 func (q *Queue) PageOutEach(keep int, keepBytes int64, page func(seq uint64, m *Message) (ok, spilled, more bool)) int {
+	if q.mg != nil {
+		return 0
+	}
 	n := 0
 	stop := false
 	q.lanes(func(l *lane) {
@@ -166,7 +172,7 @@ func (q *Queue) dropReady(seq uint64, pagedOnly bool) bool {
 		}
 		r := &l.ready
 		i := r.search(seq)
-		if i == r.len() || r.at(i).seq != seq || (pagedOnly && r.at(i).msg != nil) {
+		if i == r.len() || r.at(i).seq != seq || r.at(i).flags&flagTaken != 0 || (pagedOnly && r.at(i).msg != nil) {
 			return
 		}
 		s := *r.at(i)
@@ -182,6 +188,9 @@ func (q *Queue) dropReady(seq uint64, pagedOnly bool) bool {
 		if s.msg == nil {
 			q.paged--
 			q.pagedLen -= int64(s.size)
+		}
+		if q.mg != nil {
+			q.removedReady(&s)
 		}
 	})
 	return found

@@ -41,7 +41,9 @@ func (l *lane) each(fn func(Entry)) {
 		fn(s.entry())
 	}
 	for i := 0; i < l.ready.len(); i++ {
-		fn(l.ready.at(i).entry())
+		if s := l.ready.at(i); s.flags&flagTaken == 0 {
+			fn(s.entry())
+		}
 	}
 }
 

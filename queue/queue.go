@@ -51,6 +51,11 @@ type Queue struct {
 	expired  bool
 	// scratch is Apply's buffer for the deliveries of a checkout.
 	scratch []Delivery
+	// mg is the message groups of a queue with Config.GroupHeader
+	// (groups.go), nil otherwise; holes counts the messages delivered from
+	// the middle of the ready list that still hold their place there.
+	mg    *groupState
+	holes int
 }
 
 // New returns an empty queue with the default configuration: no TTL, no
@@ -58,7 +63,7 @@ type Queue struct {
 func New() *Queue { return &Queue{cfg: DefaultConfig()} }
 
 // Ready is the number of messages waiting for a consumer.
-func (q *Queue) Ready() int { return q.base.len() + q.hiReady }
+func (q *Queue) Ready() int { return q.base.len() + q.hiReady - q.holes }
 
 // ReadyBytes is the body size of the ready messages.
 func (q *Queue) ReadyBytes() int64 { return q.readyLen }
@@ -79,7 +84,7 @@ func (q *Queue) Consumers() []*Consumer { return q.consumers }
 // messages dropped from the head are discarded without a trace, so a
 // queue with limits or a dead-letter exchange should use PublishAt.
 func (q *Queue) Publish(m *Message) uint64 {
-	if q.cfg.plain() && q.hi == nil {
+	if q.cfg.plain() && q.hi == nil && q.mg == nil {
 		q.nextSeq++
 		q.base.ready.push(slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())})
 		q.readyLen += int64(m.Size())
@@ -110,6 +115,9 @@ func (q *Queue) pushPrio(e slot, p int) {
 		q.paged++
 		q.pagedLen += int64(e.size)
 	}
+	if q.mg != nil {
+		q.mg.add(&e, false)
+	}
 }
 
 // requeue puts a delivered entry back ahead of its lane's new messages.
@@ -121,6 +129,9 @@ func (q *Queue) requeue(s slot) {
 		q.base.requeued.push(s)
 	}
 	q.readyLen += int64(s.size)
+	if q.mg != nil {
+		q.mg.add(&s, true)
+	}
 }
 
 // next returns the lane the next delivery comes from; Ready must be > 0.
@@ -146,6 +157,9 @@ func (q *Queue) remove(l *lane) slot {
 		q.paged--
 		q.pagedLen -= int64(e.size)
 	}
+	if q.mg != nil {
+		q.removedReady(&e)
+	}
 	return e
 }
 
@@ -169,6 +183,11 @@ func (q *Queue) take() slot {
 		q.readyLen -= int64(e.size)
 	} else {
 		e = q.remove(q.next())
+		e.delivered()
+		return e // remove told the groups
+	}
+	if q.mg != nil {
+		q.removedReady(&e)
 	}
 	e.delivered()
 	return e
@@ -186,7 +205,7 @@ func (q *Queue) Dispatch(out []Delivery) []Delivery {
 		// queue of a fanout to thousands, that look is a cache miss).
 		return out
 	}
-	if q.prioCount == 0 && !q.cfg.SingleActiveConsumer {
+	if q.prioCount == 0 && !q.cfg.SingleActiveConsumer && q.mg == nil {
 		return q.dispatchRoundRobin(out)
 	}
 	return q.dispatch(out, 0, nil)
@@ -205,6 +224,9 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 	n := len(q.consumers)
 	if n == 0 {
 		return out
+	}
+	if q.mg != nil {
+		return q.dispatchGroups(out, now, dls)
 	}
 	for {
 		if now != 0 {
@@ -362,6 +384,9 @@ func (q *Queue) Purge() int {
 		q.hi[i].clear()
 	}
 	q.hiReady = 0
+	if q.mg != nil {
+		q.purgeGroups()
+	}
 	q.readyLen = 0
 	q.paged = 0
 	q.pagedLen = 0

@@ -17,3 +17,32 @@ func (q *Queue) PurgeEach(fn func(Entry)) int {
 	q.lanes(func(l *lane) { l.each(fn) })
 	return q.Purge()
 }
+
+// LastSeq is the sequence number of the last message published (or
+// restored): a publish that changed it was accepted with that number.
+func (q *Queue) LastSeq() uint64 { return q.nextSeq }
+
+// Has reports whether message seq is in the queue: ready (in RAM or paged
+// out) or delivered and not yet settled.
+func (q *Queue) Has(seq uint64) bool {
+	if _, ok := q.held.get(seq); ok {
+		return true
+	}
+	found := false
+	q.lanes(func(l *lane) {
+		if found {
+			return
+		}
+		for i := range l.requeued {
+			if l.requeued[i].seq == seq {
+				found = true
+				return
+			}
+		}
+		r := &l.ready
+		if i := r.search(seq); i < r.len() && r.at(i).seq == seq && r.at(i).flags&flagTaken == 0 {
+			found = true
+		}
+	})
+	return found
+}

@@ -21,7 +21,9 @@ import (
 // snapshot of this version.
 var ErrBadSnapshot = errors.New("queue: bad snapshot")
 
-const snapshotVersion = 1
+// snapshotVersion 2 added Config.GroupHeader and the message groups;
+// version 1 snapshots are still read.
+const snapshotVersion = 2
 
 // AppendSnapshot appends the queue's state to b.
 func (q *Queue) AppendSnapshot(b []byte) []byte {
@@ -33,6 +35,7 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 	b = append(b, byte(c.Overflow), c.MaxPriority, boolByte(c.SingleActiveConsumer), boolByte(c.DeadLetter))
 	b = binary.AppendVarint(b, c.DeliveryLimit)
 	b = binary.AppendVarint(b, c.Expires)
+	b = appendString(b, c.GroupHeader)
 	b = binary.AppendUvarint(b, q.nextSeq)
 	b = binary.AppendUvarint(b, uint64(q.cursor))
 	b = binary.AppendVarint(b, q.lastUsed)
@@ -58,9 +61,15 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 		for i := range l.requeued {
 			b = appendSlot(b, &l.requeued[i])
 		}
-		b = binary.AppendUvarint(b, uint64(l.ready.len()))
+		holes := 0
+		if l == &q.base {
+			holes = q.holes
+		}
+		b = binary.AppendUvarint(b, uint64(l.ready.len()-holes))
 		for i := 0; i < l.ready.len(); i++ {
-			b = appendSlot(b, l.ready.at(i))
+			if s := l.ready.at(i); s.flags&flagTaken == 0 {
+				b = appendSlot(b, s)
+			}
 		}
 	})
 
@@ -87,6 +96,9 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(p))
 		b = binary.AppendUvarint(b, q.pubs[p])
 	}
+	if q.mg != nil {
+		b = q.mg.appendSnapshot(b, q.consumers)
+	}
 	return b
 }
 
@@ -97,7 +109,8 @@ func (q *Queue) Snapshot() []byte { return q.AppendSnapshot(nil) }
 // error the queue is unchanged.
 func (q *Queue) RestoreSnapshot(b []byte) error {
 	r := &snapReader{b: b}
-	if r.byte() != snapshotVersion {
+	version := r.byte()
+	if version != 1 && version != snapshotVersion {
 		return ErrBadSnapshot
 	}
 	var cfg Config
@@ -110,6 +123,9 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 	cfg.DeadLetter = r.bool()
 	cfg.DeliveryLimit = r.varint()
 	cfg.Expires = r.varint()
+	if version >= 2 {
+		cfg.GroupHeader = r.string()
+	}
 	n := NewWithConfig(cfg)
 	n.nextSeq = r.uvarint()
 	n.cursor = int(r.uvarint())
@@ -166,7 +182,7 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 			c = byID[id]
 			if c == nil {
 				// Detached: its deliveries are still held.
-				c = &Consumer{ID: id}
+				c = &Consumer{ID: id, gone: true}
 				byID[id] = c
 			}
 		}
@@ -175,6 +191,11 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 	for range r.count() {
 		p := PublisherID(r.uvarint())
 		n.firstSend(p, r.uvarint())
+	}
+	if n.mg != nil && r.err == nil {
+		if err := n.restoreGroups(r, byID); err != nil {
+			return err
+		}
 	}
 	if r.err != nil {
 		return r.err

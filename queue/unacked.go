@@ -194,6 +194,9 @@ func (q *Queue) release(seq uint64, h *held) bool {
 	if !q.held.remove(seq, h) {
 		return false
 	}
+	if q.mg != nil {
+		q.mg.released(seq)
+	}
 	q.unacked--
 	if h.c != nil {
 		h.c.unacked--

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -78,6 +79,19 @@ func (s *Store) RemoveDelayed(ms []*Delayed) error {
 	if len(ms) == 0 {
 		return nil
 	}
+	ch := make(chan error, 1)
+	s.RemoveDelayedAsync(ms, func(err error) { ch <- err })
+	return <-ch
+}
+
+// RemoveDelayedAsync deletes the delayed messages ms (as DueDelayed gave them), as
+// one write, without waiting: done runs once the deletion is durable (on the writer),
+// or with its error. ms may be reused once it returns.
+func (s *Store) RemoveDelayedAsync(ms []*Delayed, done func(error)) {
+	if len(ms) == 0 {
+		done(nil)
+		return
+	}
 	ops := make([]op, 0, len(ms))
 	s.mu.Lock()
 	for _, m := range ms {
@@ -89,8 +103,9 @@ func (s *Store) RemoveDelayed(ms []*Delayed) error {
 		ops = appendDeleteOps(ops, k, n)
 	}
 	s.mu.Unlock()
-	ops[len(ops)-1].withNext = false
-	return s.submitWait(ops)
+	last := &ops[len(ops)-1]
+	last.withNext, last.done = false, done
+	s.submit(ops, true, true, done)
 }
 
 // appendDeleteOps appends the tied deletions of key and its n chunk records.
@@ -102,20 +117,35 @@ func appendDeleteOps(ops []op, key []byte, n uint32) []op {
 	return ops
 }
 
+// ErrStopScan, returned by the function DueDelayedAfter calls, ends the scan.
+var ErrStopScan = errors.New("store: scan stopped")
+
 // DueDelayed calls fn with the delayed messages due at or before until, in key order
 // (due time, then seq), at most max of them (at most 65536). The message's slices are
 // its own. It stops at fn's first error and returns it.
 func (s *Store) DueDelayed(until int64, max int, fn func(m *Delayed) error) error {
+	return s.DueDelayedAfter(nil, until, max, fn)
+}
+
+// DueDelayedAfter is DueDelayed starting after key after (from the first when nil):
+// a reader that had messages deleted without waiting reads on past them. fn may
+// return ErrStopScan to end the scan early without an error.
+func (s *Store) DueDelayedAfter(after *DelayedKey, until int64, max int, fn func(m *Delayed) error) error {
 	max = min(max, maxDelayedScan)
 	return s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDelayed}, PrefetchValues: false})
 		defer it.Close()
 		n := 0
-		for it.Rewind(); it.Valid() && n < max; it.Next() {
+		if after != nil {
+			it.Seek(after.bytes())
+		} else {
+			it.Rewind()
+		}
+		for ; it.Valid() && n < max; it.Next() {
 			item := it.Item()
 			k, ok := parseDelayedKey(item.Key())
-			if !ok {
-				continue // a chunk record
+			if !ok || (after != nil && k == *after) {
+				continue // a chunk record, or where the last read ended
 			}
 			if k.Due > until {
 				break
@@ -134,7 +164,9 @@ func (s *Store) DueDelayed(until int64, max int, fn func(m *Delayed) error) erro
 			}
 			m.Body = body
 			n++
-			if err := fn(m); err != nil {
+			if err := fn(m); err == ErrStopScan {
+				return nil
+			} else if err != nil {
 				return err
 			}
 		}

@@ -202,6 +202,14 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["messages_unacknowledged_ram"] = q.Unacked
 	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
 	it["consumers"] = q.Consumers
+	if q.Dedup {
+		// As the message-deduplication plugin reports a queue's cache.
+		it["deduplication_cache_size"] = q.DedupCached
+		it["deduplication_dropped"] = q.DedupDropped
+	}
+	if q.GroupHeader != "" {
+		it["message_groups"] = q.Groups
+	}
 	it["message_stats"] = messageStats(v, vals, queueMsgFields)
 	statsInto(it, v, vals, lengthFields, classLengths)
 	if q.Owner != "" {

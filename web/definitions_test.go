@@ -139,3 +139,35 @@ func newRecorder() *recorder { return &recorder{h: http.Header{}} }
 func (r *recorder) Header() http.Header         { return r.h }
 func (r *recorder) Write(b []byte) (int, error) { return r.buf.Write(b) }
 func (r *recorder) WriteHeader(s int)           { r.status = s }
+
+// TestDefinitionsPluginArguments: queues with deduplication and message
+// groups and delayed and deduplicating exchanges keep their arguments
+// through an export and an import, and work on the importing broker.
+func TestDefinitionsPluginArguments(t *testing.T) {
+	a := newEnv(t)
+	a.must(201, "PUT", "/api/queues/%2F/groups", map[string]any{"durable": true, "arguments": map[string]any{"x-message-group-header": "JMSXGroupID"}})
+	a.must(201, "PUT", "/api/queues/%2F/once", map[string]any{"durable": true, "arguments": map[string]any{
+		"x-message-deduplication": true, "x-cache-size": 1000, "x-cache-ttl": 60000, "x-cache-persistence": "disk"}})
+	a.must(201, "PUT", "/api/exchanges/%2F/later", map[string]any{"type": "x-delayed-message", "durable": true, "arguments": map[string]any{"x-delayed-type": "direct"}})
+	a.must(201, "PUT", "/api/exchanges/%2F/dedup", map[string]any{"type": "x-message-deduplication", "durable": true, "arguments": map[string]any{"x-cache-size": 10}})
+	exported := a.must(200, "GET", "/api/definitions", nil)
+
+	b := newEnv(t)
+	b.must(204, "POST", "/api/definitions", exported.body)
+	g := b.must(200, "GET", "/api/queues/%2F/groups", nil).obj(t)
+	if g["message_groups"] != float64(0) || g["arguments"].(map[string]any)["x-message-group-header"] != "JMSXGroupID" {
+		t.Errorf("imported groups queue: %v", g)
+	}
+	o := b.must(200, "GET", "/api/queues/%2F/once", nil).obj(t)
+	if o["deduplication_cache_size"] != float64(0) || o["arguments"].(map[string]any)["x-cache-persistence"] != "disk" {
+		t.Errorf("imported dedup queue: %v", o)
+	}
+	x := b.must(200, "GET", "/api/exchanges/%2F/later", nil).obj(t)
+	if x["messages_delayed"] != float64(0) || x["type"] != "x-delayed-message" {
+		t.Errorf("imported delayed exchange: %v", x)
+	}
+	x = b.must(200, "GET", "/api/exchanges/%2F/dedup", nil).obj(t)
+	if x["deduplication_cache_size"] != float64(0) {
+		t.Errorf("imported dedup exchange: %v", x)
+	}
+}

@@ -685,7 +685,9 @@ async function exchanges() {
       h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'exchange-new-durable', checked: true }), 'Durable'),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'exchange-new-autodelete' }), 'Auto delete'),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'exchange-new-internal' }), 'Internal')),
-    h('label', {}, 'Arguments', argsEditor('exchange-new-args', [['alternate-exchange', 'string']])),
+    h('label', {}, 'Arguments', argsEditor('exchange-new-args', [['alternate-exchange', 'string'], ['x-delayed-type', 'string'],
+      ['x-delayed-exchange', 'boolean'], ['x-message-deduplication', 'boolean'], ['x-cache-size', 'number'], ['x-cache-ttl', 'number'],
+      ['x-cache-persistence', 'string'], ['hash-header', 'string'], ['hash-property', 'string']])),
     h('div', { class: 'toolbar' }, h('button', { id: 'exchange-create', class: 'primary', onclick: () => act(async () => {
       await api('PUT', '/exchanges/' + enc($('exchange-new-vhost').value) + '/' + enc($('exchange-new-name').value), {
         type: $('exchange-new-type').value, durable: $('exchange-new-durable').checked, auto_delete: $('exchange-new-autodelete').checked,
@@ -710,6 +712,8 @@ async function exchange(vhost, name) {
       h('div', { class: 'card' }, h('h2', {}, 'Details'), kv([
         ['Virtual host', x.vhost], ['Type', x.type, 'exchange-type'], ['Durable', String(x.durable)], ['Auto delete', String(x.auto_delete)],
         ['Internal', String(x.internal)], ['Arguments', JSON.stringify(x.arguments || {}), 'exchange-arguments'], ['Policy', x.policy],
+        ...(x.messages_delayed !== undefined ? [['Delayed messages', fmt(x.messages_delayed), 'exchange-delayed']] : []),
+        ...(x.deduplication_cache_size !== undefined ? [['Deduplication cache', fmt(x.deduplication_cache_size) + ' keys', 'exchange-dedup']] : []),
       ])),
       rateCard),
     h('div', { class: 'card' }, h('h2', {}, 'Bindings from this exchange'), table(['To', 'Type', 'Routing key', 'Arguments'],
@@ -776,7 +780,9 @@ async function queues() {
       h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'queue-new-autodelete' }), 'Auto delete')),
     h('label', {}, 'Arguments', argsEditor('queue-new-args', [['x-message-ttl', 'number'], ['x-expires', 'number'], ['x-max-length', 'number'],
       ['x-max-length-bytes', 'number'], ['x-overflow', 'string'], ['x-dead-letter-exchange', 'string'], ['x-dead-letter-routing-key', 'string'],
-      ['x-max-priority', 'number'], ['x-single-active-consumer', 'boolean'], ['x-delivery-limit', 'number'], ['x-max-age', 'string']])),
+      ['x-max-priority', 'number'], ['x-single-active-consumer', 'boolean'], ['x-delivery-limit', 'number'], ['x-max-age', 'string'],
+      ['x-message-deduplication', 'boolean'], ['x-cache-size', 'number'], ['x-cache-ttl', 'number'], ['x-cache-persistence', 'string'],
+      ['x-message-group-header', 'string']])),
     h('div', { class: 'toolbar' }, h('button', { id: 'queue-create', class: 'primary', onclick: () => act(async () => {
       const args = readArgs('queue-new-args');
       const type = $('queue-new-type').value;
@@ -811,6 +817,8 @@ async function queue(vhost, name) {
       ['Exclusive', String(q.exclusive)], ['State', q.state], ['Arguments', JSON.stringify(q.arguments || {}), 'queue-arguments'],
       ['Policy', q.policy || '—', 'queue-policy'], ['Operator policy', q.operator_policy || '—', 'queue-operator-policy'],
       ['Effective policy', JSON.stringify(q.effective_policy_definition || {}), 'queue-effective-policy'],
+      ...(q.deduplication_cache_size !== undefined ? [['Deduplication cache', fmt(q.deduplication_cache_size) + ' keys, ' + fmt(q.deduplication_dropped) + ' duplicates dropped', 'queue-dedup']] : []),
+      ...(q.message_groups !== undefined ? [['Message groups', fmt(q.message_groups), 'queue-groups']] : []),
     ])),
     h('div', { class: 'card' }, h('h2', {}, 'Consumers'), table(['Tag', 'Channel', 'Ack required', 'Prefetch'],
       (q.consumer_details || []).map((x) => [x.consumer_tag, chanLink(x.channel_details.name), String(x.ack_required), fmt(x.prefetch_count)]), { id: 'queue-consumers-table' })),

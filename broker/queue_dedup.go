@@ -1,0 +1,241 @@
+package broker
+
+import (
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Queue-level deduplication, the rabbitmq-message-deduplication plugin's
+// queue interface (x-message-deduplication=true as a queue argument) with
+// LavinMQ's cache arguments: a message whose x-deduplication-header value
+// is that of a message still in the queue (ready, or delivered and not yet
+// acknowledged) is not enqueued; with x-cache-ttl (or the message's
+// x-cache-ttl header) also while that long has not passed since the
+// original was enqueued, whether or not it is still there. A message
+// without the header is not checked. The queue keeps at most x-cache-size
+// keys (oldest forgotten first). A dropped duplicate counts as routed: a
+// confirming publisher gets basic.ack (the plugin on RabbitMQ answers
+// basic.nack; see docs/plugins-builtin.md), a mandatory one no return.
+//
+// Keys of messages in the queue need no store of their own: at a restart
+// they are found again from the queue's recovered messages. With
+// x-cache-persistence=disk a key with a TTL is also written to the store
+// ('u' keys, as exchanges' caches, under the queue's store id with
+// queueDedupID set) so that its window outlives the message and a
+// restart.
+
+// queueDedupID marks the store ids of queues' caches among the exchanges'.
+const queueDedupID = 1 << 62
+
+// queueDedup is a queue's cache. Guarded by the queue's mu.
+type queueDedup struct {
+	size    int
+	ttl     int64 // ms, 0 = none
+	persist bool
+
+	// dropped counts the duplicates not enqueued.
+	dropped int64
+
+	entries map[string]queueDedupEntry
+	order   []string // insertion order, a ring of size keys
+	head    int
+}
+
+// queueDedupEntry is a key's message and the end of its TTL window.
+type queueDedupEntry struct {
+	seq     uint64 // 0 = none in the queue
+	expires int64  // unix ms, 0 = no window
+}
+
+// parseQueueDedup reads the deduplication arguments of a queue: nil
+// unless x-message-deduplication is true.
+func parseQueueDedup(args amqp.Table) (*queueDedup, error) {
+	c, err := parseDedupArgs(false, args, amqp.ClassQueue, 10)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return &queueDedup{size: c.size, ttl: c.ttl, persist: c.persist}, nil
+}
+
+// duplicateLocked reports whether key is live in the cache of qe at now.
+func (d *queueDedup) duplicateLocked(q *queue.Queue, key string, now int64) bool {
+	e, ok := d.entries[key]
+	if !ok {
+		return false
+	}
+	return (e.expires != 0 && e.expires > now) || (e.seq != 0 && q.Has(e.seq))
+}
+
+// window is the end of the window of a key enqueued at now with ttl (-1 =
+// the cache's), 0 for none.
+func (d *queueDedup) window(ttl, now int64) int64 {
+	if ttl < 0 {
+		ttl = d.ttl
+	}
+	if ttl > 0 {
+		return now + ttl
+	}
+	return 0
+}
+
+// addLocked records key for message seq (0: not kept) with a window to
+// expires (0 = none), returning the keys it evicted appended to evicted.
+func (d *queueDedup) addLocked(key string, seq uint64, expires int64, evicted []string) []string {
+	if d.entries == nil {
+		d.entries = make(map[string]queueDedupEntry)
+	}
+	if _, ok := d.entries[key]; !ok {
+		if len(d.order) < d.size {
+			d.order = append(d.order, key)
+		} else {
+			old := d.order[d.head]
+			delete(d.entries, old)
+			evicted = append(evicted, old)
+			d.order[d.head] = key
+			d.head = (d.head + 1) % d.size
+		}
+	}
+	d.entries[key] = queueDedupEntry{seq: seq, expires: expires}
+	return evicted
+}
+
+// len is the number of keys kept (management API).
+func (d *queueDedup) len() int { return len(d.entries) }
+
+// dedupLocked checks msg, about to be enqueued on qe, against qe's cache:
+// it reports whether msg is a duplicate, and otherwise the key and TTL to
+// record once it has a sequence number (ok false: nothing to record).
+// Hold qe.mu.
+func (qe *queueEntity) dedupLocked(msg *queue.Message, now int64) (dup bool, key string, ttl int64, ok bool) {
+	key, ttl, ok = dedupKeyOf(msg.Header)
+	if !ok {
+		return false, "", 0, false
+	}
+	if qe.dedup.duplicateLocked(qe.q, key, now) {
+		return true, "", 0, false
+	}
+	return false, key, ttl, true
+}
+
+// enqueueDedupLocked is enqueueLocked for a deduplicating queue: a
+// duplicate is dropped (routed: its confirm, if any, is an ack); anything
+// else is enqueued and, when it has the header, recorded. Hold qe.mu.
+func (ch *channel) enqueueDedupLocked(qe *queueEntity, msg *queue.Message, ttl int64, now *int64, confirmSeq uint64, dispatch bool, throttle *chan struct{}) bool {
+	if *now == 0 {
+		*now = nowMs()
+	}
+	dup, key, keyTTL, ok := qe.dedupLocked(msg, *now)
+	if dup {
+		qe.dedup.dropped++
+		return false
+	}
+	var expires int64
+	st, id := qe.vhost.b.cfg.Store, qe.dedupStoreID()
+	if ok {
+		expires = qe.dedup.window(keyTTL, *now)
+		if expires != 0 && id != 0 {
+			// Written before the message's journal record: durable no
+			// later than its confirm.
+			st.PutDedup(id, key, expires)
+		}
+	}
+	before := qe.q.LastSeq()
+	dead := ch.enqueueClassicLocked(qe, msg, ttl, now, confirmSeq, dispatch, throttle)
+	if !ok {
+		return dead
+	}
+	seq := qe.q.LastSeq()
+	if seq == before {
+		// Refused (a length limit): a retry is no duplicate.
+		if expires != 0 && id != 0 {
+			st.DeleteDedup(id, key)
+		}
+		return dead
+	}
+	if !qe.q.Has(seq) {
+		seq = 0 // accepted but not kept (a TTL of 0): the window only
+	}
+	for _, k := range qe.dedup.addLocked(key, seq, expires, nil) {
+		if id != 0 {
+			st.DeleteDedup(id, k)
+		}
+	}
+	return dead
+}
+
+// dedupStoreID is the store id of qe's cache, 0 when it is not stored.
+// Hold qe.mu.
+func (qe *queueEntity) dedupStoreID() uint64 {
+	if qe.dedup == nil || !qe.dedup.persist || qe.storeID == 0 {
+		return 0
+	}
+	return qe.storeID | queueDedupID
+}
+
+// loadQueueDedup adds the stored windows of qe's persistent cache, after
+// its messages were recovered, and deletes the expired ones.
+func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
+	st := b.cfg.Store
+	id := qe.dedupStoreID()
+	if st == nil || id == 0 {
+		return nil
+	}
+	d := qe.dedup
+	var stale []string
+	err := st.LoadDedup(id, func(key string, expires int64) {
+		if expires <= now {
+			stale = append(stale, key)
+			return
+		}
+		if e, ok := d.entries[key]; ok {
+			e.expires = expires
+			d.entries[key] = e
+			return
+		}
+		stale = d.addLocked(key, 0, expires, stale)
+	})
+	for _, k := range stale {
+		st.DeleteDedup(id, k)
+	}
+	return err
+}
+
+// dedupGone returns the test DropDedup deletes stored cache entries by:
+// those of exchanges that are not delayed or deduplicating any more, and
+// of queues that are gone or no longer keep a persistent cache.
+func (b *Broker) dedupGone() func(id uint64) bool {
+	live := make(map[uint64]bool)
+	b.mu.Lock()
+	vhosts := make([]*vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		vhosts = append(vhosts, v)
+	}
+	b.mu.Unlock()
+	for _, v := range vhosts {
+		v.mu.RLock()
+		for _, qe := range v.queues {
+			if qe.dedup != nil && qe.dedup.persist && qe.storeID != 0 {
+				live[qe.storeID|queueDedupID] = true
+			}
+		}
+		v.mu.RUnlock()
+	}
+	return func(id uint64) bool {
+		if id&queueDedupID != 0 && id&transientDelayedID == 0 {
+			return !live[id]
+		}
+		return b.delayedGone(id)
+	}
+}
+
+// dropQueueDedup has the scheduler delete the stored cache of qe, deleted.
+func (b *Broker) dropQueueDedup(qe *queueEntity) {
+	if qe.dedupStoreID() == 0 {
+		return
+	}
+	d := &b.delayed
+	d.sweep.Store(true)
+	if d.wake != nil {
+		d.signal()
+	}
+}
