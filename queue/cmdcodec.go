@@ -158,7 +158,8 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = binary.AppendVarint(b, c.MaxLengthBytes)
 	b = append(b, byte(c.Overflow), c.MaxPriority, boolByte(c.SingleActiveConsumer), boolByte(c.DeadLetter))
 	b = binary.AppendVarint(b, c.DeliveryLimit)
-	return binary.AppendVarint(b, c.Expires)
+	b = binary.AppendVarint(b, c.Expires)
+	return appendString(b, c.GroupHeader)
 }
 
 func readConfig(r *snapReader) Config {
@@ -167,6 +168,7 @@ func readConfig(r *snapReader) Config {
 	c.SingleActiveConsumer, c.DeadLetter = r.bool(), r.bool()
 	c.DeliveryLimit = r.varint()
 	c.Expires = r.varint()
+	c.GroupHeader = r.string()
 	return c
 }
 

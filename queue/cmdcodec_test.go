@@ -89,7 +89,7 @@ func TestCmdCodecRefusesBadInput(t *testing.T) {
 		t.Fatalf("unknown op: err %v, want ErrBadCommand", err)
 	}
 	cfg := Config{MessageTTL: 10, MaxLength: -1, MaxLengthBytes: 99, Overflow: RejectPublish, MaxPriority: 0,
-		SingleActiveConsumer: true, DeadLetter: true, DeliveryLimit: 3, Expires: 1000}
+		SingleActiveConsumer: true, DeadLetter: true, DeliveryLimit: 3, Expires: 1000, GroupHeader: "JMSXGroupID"}
 	got, err := DecodeConfig(AppendConfig(nil, &cfg))
 	if err != nil || got != cfg {
 		t.Fatalf("config round trip: %+v, %v", got, err)
