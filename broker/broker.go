@@ -236,6 +236,12 @@ type Broker struct {
 	// definitions already and are skipped (defreplication.go).
 	defIndex      atomic.Uint64
 	storedApplied atomic.Uint64
+	// defQueued is set (defMu) while ApplyDefinitionAt applies a command
+	// of a replicated log: its store write is queued, not waited for
+	// (store.UpdateAppliedQueued). defStoreFailed is set once such a write
+	// failed: later ones are not made (defstore.go).
+	defQueued      bool
+	defStoreFailed atomic.Bool
 	// connIDs finds a connection by its id (mu), for the owner of an
 	// exclusive queue.
 	connIDs map[uint64]*conn

@@ -32,10 +32,12 @@
 // may have fails with ErrUnconfirmed (outcome unknown).
 //
 // A follower applies an entry once the leader's next AppendEntries tells it
-// the entry committed. After applying forwarded commands the leader appends
-// a commit notice (a zero request id, a no-op for the FSM; notifyLoop), so
-// that AppendEntries goes out at once and the forwarding follower answers its
-// client without waiting for the commit timeout.
+// the entry committed. After applying commands (forwarded or proposed on
+// itself) the leader appends a commit notice (a zero request id, a no-op for
+// the FSM; notifyLoop), so that AppendEntries goes out at once: the
+// forwarding follower answers its client, and every follower has a change
+// acknowledged on the leader, within a replication round trip rather than a
+// commit timeout (500 ms, which only bounds a lost notice).
 //
 // Snapshots are raft's (FileSnapshotStore, SnapshotThreshold entries
 // apart, TrailingLogs kept); each starts with the last command index and

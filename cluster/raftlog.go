@@ -122,8 +122,8 @@ type RaftLog struct {
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
-	// notify wakes the notifier (notifyLoop) after a forwarded command
-	// was applied on this leader.
+	// notify wakes the notifier (notifyLoop) after a command was applied
+	// on this leader (noticeSoon).
 	notify chan struct{}
 
 	done chan struct{}
@@ -194,21 +194,15 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.TrailingLogs = l.cfg.TrailingLogs
 	rc.SnapshotInterval = 10 * time.Second
 	// Followers learn that an entry committed from the leader's next
-	// AppendEntries, sent at the latest CommitTimeout after the last one: a
-	// proposal made on a follower waits for it (read your writes). Raft's
-	// 50 ms made a declaration through a follower take ~100 ms; 20 ms costs
-	// a small AppendEntries per follower every 20 ms while idle (10 ms was
-	// measured at about 6% of a core on an idle leader, 50 ms at 2.5%).
-	// A follower that forwarded a proposal waits for the leader's next
-	// AppendEntries to learn that it committed; the leader sends one at
-	// once after applying forwarded commands (notifyLoop). The commit
-	// timeout bounds how late a follower learns of commits otherwise (a
-	// change made on the leader itself, or one whose notice was lost). A
-	// longer one would lower the idle cost (an AppendEntries per follower
-	// per timeout), but with 200 ms a consumer on a follower once missed
-	// messages published right after a binding (TestClusterQueueOnOneNode):
-	// 20 ms stays until that is understood.
-	rc.CommitTimeout = 20 * time.Millisecond
+	// AppendEntries. The leader appends a commit notice at once after
+	// applying any command (notifyLoop), so the followers apply it within
+	// a replication round trip: the proposer on a follower answers its
+	// client then (read your writes), and a change acknowledged on the
+	// leader is on every live node promptly. The commit timeout (Raft sends
+	// an AppendEntries per follower every commit timeout while idle) only
+	// bounds how late followers learn of a commit whose notice was lost or
+	// of Raft's own entries; 20 ms cost ~3% of a core on an idle leader.
+	rc.CommitTimeout = 500 * time.Millisecond
 	rc.Logger = hl
 	l.rc = *rc
 	existing, err := raft.HasExistingState(l.rs, l.rs, snaps)
@@ -240,15 +234,26 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	return nil
 }
 
+// noticeSoon wakes notifyLoop: a command was applied on this leader.
+func (l *RaftLog) noticeSoon() {
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}
+
 // commitNotice is the entry notifyLoop appends: a zero request id, which
 // the FSM applies as a no-op.
 var commitNotice = make([]byte, len(reqID{}))
 
-// notifyLoop appends a commitNotice after forwarded commands were applied
-// on this leader: appending makes Raft send AppendEntries to every
-// follower at once, carrying the commit index that covers those commands,
-// so the followers that forwarded them apply them and answer their clients
-// without waiting for the commit timeout. Wakeups coalesce: one notice
+// notifyLoop appends a commitNotice after commands were applied on this
+// leader (proposed here or forwarded): appending makes Raft send
+// AppendEntries to every follower at once, carrying the commit index that
+// covers those commands, so every follower applies them without waiting for
+// the commit timeout: one that forwarded a command answers its client, and
+// a change acknowledged to a client of the leader reaches the other nodes'
+// clients within a round trip (a client that acts on another node at once
+// may still be ahead of it by that much). Wakeups coalesce: one notice
 // covers every command applied before it is appended.
 func (l *RaftLog) notifyLoop() {
 	defer l.wg.Done()
@@ -439,7 +444,11 @@ func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent boo
 		return ErrNoQuorum, false
 	}
 	if l.raft.State() == raft.Leader {
-		return l.raft.Apply(env, timeout).Error(), true
+		err := l.raft.Apply(env, timeout).Error()
+		if err == nil {
+			l.noticeSoon()
+		}
+		return err, true
 	}
 	addr, _ := l.raft.LeaderWithID()
 	if addr == "" {
