@@ -64,6 +64,10 @@ type Node struct {
 	groups  map[uint64]*streamLayer
 	link    LinkHandler
 	meta    LinkHandler
+	// lost, if set, is told the address of a peer whose session ended
+	// (not replaced by a newer one): the metadata group's leader may be
+	// gone (RaftLog.peerLost).
+	lost func(addr string)
 	// refusals: when each refusal was last logged at Warn (refused)
 	refusals map[string]time.Time
 }
@@ -491,10 +495,17 @@ func (n *Node) serveSession(s *session) {
 	}
 	s.ys.Close()
 	n.mu.Lock()
+	var lost func(string)
 	if p := n.peers[s.addr]; p != nil && p.sess == s {
 		p.sess = nil
+		if !n.closed {
+			lost = n.lost
+		}
 	}
 	n.mu.Unlock()
+	if lost != nil {
+		lost(s.addr)
+	}
 	n.log.Info("cluster peer session ended", zap.String("peer", s.name), zap.String("peer-addr", s.addr))
 }
 
