@@ -284,6 +284,9 @@ type Broker struct {
 	pagerMu      sync.Mutex
 	pagersClosed bool
 	pagers       sync.WaitGroup
+	// drops counts the deletions of deleted queues' stored messages left
+	// running by a replicated apply (applyDeleteQueue); Close waits.
+	drops sync.WaitGroup
 
 	// delayed is the delayed-message scheduler's state (delayed.go).
 	delayed delayedState
@@ -527,6 +530,7 @@ func (b *Broker) Close() error {
 	b.pagersClosed = true
 	b.pagerMu.Unlock()
 	b.pagers.Wait()
+	b.drops.Wait()
 	return nil
 }
 
