@@ -202,7 +202,10 @@ type linkPeer struct {
 	mu   sync.Mutex
 	w    *linkWriter // nil while down
 	conn net.Conn
-	next uint64
+	// reconnecting is set while the link is down after it broke, until a
+	// dial fails (the node is down) or succeeds (forwardLocked).
+	reconnecting bool
+	next         uint64
 	// waiters are the requests waiting for their replies, by id.
 	waiters map[uint64]*linkWaiter
 	// consumers are this node's consumers of the peer's queues, by
@@ -264,12 +267,14 @@ func (p *linkPeer) run(done chan struct{}) {
 	wait := linkRetryMin
 	for {
 		conn, err := p.b.cfg.Link.Dial(p.node, linkDialTimeout)
+		broke := false
 		if err == nil {
 			wait = linkRetryMin
 			w := newLinkWriter(conn)
 			p.mu.Lock()
-			p.w, p.conn = w, conn
+			p.w, p.conn, p.reconnecting = w, conn, false
 			p.mu.Unlock()
+			upAt := time.Now()
 			select {
 			case <-done:
 				conn.Close()
@@ -287,12 +292,29 @@ func (p *linkPeer) run(done chan struct{}) {
 			<-w.done
 			p.down()
 			p.log.Info("node link down", zap.Error(err))
+			// A link that broke at once (the peer took the dial but
+			// not the link) waits before the next dial, as a failed
+			// dial does.
+			broke = time.Since(upAt) >= linkRetryMin
 		} else {
+			p.mu.Lock()
+			p.reconnecting = false
+			p.mu.Unlock()
 			p.log.Debug("node link dial failed", zap.Error(err))
 		}
 		if !firstDone {
 			close(p.first)
 			firstDone = true
+		}
+		if broke {
+			// Redial at once: until that dial ends, the link is
+			// reconnecting, not down (forwardLocked).
+			select {
+			case <-done:
+				return
+			default:
+			}
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -308,7 +330,7 @@ func (p *linkPeer) run(done chan struct{}) {
 // down fails the link's waiting requests and cancels its consumers.
 func (p *linkPeer) down() {
 	p.mu.Lock()
-	p.w, p.conn = nil, nil
+	p.w, p.conn, p.reconnecting = nil, nil, true
 	waiters := p.waiters
 	p.waiters = make(map[uint64]*linkWaiter)
 	conss := p.consumers
@@ -446,17 +468,20 @@ func appendQueueRef(b []byte, qe *queueEntity) []byte {
 // forwardLocked sends msg to qe's home node; with confirmSeq set, the
 // publish's confirm waits for the home node's. It reports whether the
 // message went (false: the home node is down or the link over its bound).
-// A message that did not go fails its confirm (basic.nack): the link may be
-// down for a moment only (reconnecting), and a publisher must never be told
-// that a message its queue never got is safe. Hold qe.mu; nothing here
-// blocks.
+// While the link reconnects (it broke and the redial has not failed yet:
+// the home node may well be up), a message that did not go fails its
+// confirm (basic.nack): a publisher must never be told that a message its
+// queue never got is safe. Once a dial has failed the node is down, and the
+// queue unavailable as in RabbitMQ: the message is dropped like an
+// unroutable one. Hold qe.mu; nothing here blocks.
 func (ch *channel) forwardLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
 	p := qe.home.peer
 	p.mu.Lock()
 	w := p.w
 	if w == nil {
+		reconnecting := p.reconnecting
 		p.mu.Unlock()
-		if confirmSeq != 0 {
+		if reconnecting && confirmSeq != 0 {
 			ch.confirms.done(confirmSeq, errLinkDown)
 		}
 		return false
