@@ -139,8 +139,24 @@ func (c *conn) flushRoutes() {
 	routed := false
 	now := int64(0)
 	for _, qe := range b.targets {
+		if qe.home != nil {
+			qe.home.peer.awaitFirst()
+		}
 		qe.mu.Lock()
-		if !qe.deleted {
+		if qe.deleted {
+			qe.mu.Unlock()
+			continue
+		}
+		if qe.home != nil {
+			// A remote queue counts as routed only if its home node
+			// takes the messages (as in deliverTo).
+			for i := range b.msgs {
+				m := &b.msgs[i]
+				if ch.forwardLocked(qe, m.msg, m.confirmSeq, &throttle) {
+					routed = true
+				}
+			}
+		} else {
 			routed = true
 			for i := range b.msgs {
 				m := &b.msgs[i]

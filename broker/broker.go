@@ -240,6 +240,12 @@ type Broker struct {
 	// definitions already and are skipped (defreplication.go).
 	defIndex      atomic.Uint64
 	storedApplied atomic.Uint64
+	// defQueued is set (defMu) while ApplyDefinitionAt applies a command
+	// of a replicated log: its store write is queued, not waited for
+	// (store.UpdateAppliedQueued). defStoreFailed is set once such a write
+	// failed: later ones are not made (defstore.go).
+	defQueued      bool
+	defStoreFailed atomic.Bool
 	// connIDs finds a connection by its id (mu), for the owner of an
 	// exclusive queue.
 	connIDs map[uint64]*conn
@@ -282,6 +288,9 @@ type Broker struct {
 	pagerMu      sync.Mutex
 	pagersClosed bool
 	pagers       sync.WaitGroup
+	// drops counts the deletions of deleted queues' stored messages left
+	// running by a replicated apply (applyDeleteQueue); Close waits.
+	drops sync.WaitGroup
 
 	// delayed is the delayed-message scheduler's state (delayed.go).
 	delayed delayedState
@@ -530,6 +539,7 @@ func (b *Broker) Close() error {
 	b.pagersClosed = true
 	b.pagerMu.Unlock()
 	b.pagers.Wait()
+	b.drops.Wait()
 	return nil
 }
 

@@ -433,7 +433,19 @@ func (b *Broker) applyDeleteQueue(c *defCmd) DefResult {
 	if qe.stream != nil {
 		b.dropStream(qe)
 	}
-	b.dropQueueData(qe)
+	if b.defQueued {
+		// A command of a replicated log: its apply does not wait for the
+		// store (storeDefs). The messages' deletion waits for a group
+		// commit (store.RemoveQueue flushes first); queue ids are never
+		// reused, so it may finish after the next commands are applied.
+		b.drops.Add(1)
+		go func() {
+			defer b.drops.Done()
+			b.dropQueueData(qe)
+		}()
+	} else {
+		b.dropQueueData(qe)
+	}
 	for _, cons := range conss {
 		cons.serverCancel()
 	}

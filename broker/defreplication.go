@@ -103,7 +103,9 @@ func (b *Broker) ApplyDefinitionAt(index uint64, enc []byte) DefResult {
 	}
 	b.defMu.Lock()
 	b.defIndex.Store(index)
+	b.defQueued = index != 0
 	r, after := b.applyLocked(c)
+	b.defQueued = false
 	b.defIndex.Store(0)
 	b.defMu.Unlock()
 	if after != nil {
@@ -153,10 +155,18 @@ func (b *Broker) RestoreDefinitionsAt(index uint64, snap []byte) error {
 	return nil
 }
 
+// errDefsNotStored fails a snapshot after a queued definition write failed.
+var errDefsNotStored = errors.New("broker: a replicated definition change was not stored; restart the node")
+
 // RecordDefinitionsApplied records index as applied in the store: the
 // definitions in memory, whose durable part the store holds, are those of
 // the log up to index.
 func (b *Broker) RecordDefinitionsApplied(index uint64) error {
+	if b.defStoreFailed.Load() {
+		// The store is behind memory (storeDefs): the log must keep the
+		// entries it lacks.
+		return errDefsNotStored
+	}
 	if index <= b.storedApplied.Load() {
 		return nil
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
 	"github.com/warrenmq/warren/store"
@@ -33,11 +35,37 @@ func (b *Broker) takeID(kind store.Kind, id uint64) {
 // storeDefs writes a definition change, puts and deletions, as one store
 // batch (one sync). Hold b.defMu and no vhost or queue lock: the change is
 // made in memory only once it is stored, so a failed write changes nothing.
+//
+// A command of a replicated log (b.defQueued) is durable in that log before
+// it is applied, so its store write is queued (store.UpdateAppliedQueued)
+// and not waited for: the state machine applies the next command at once,
+// and many commands share one sync with the log's own appends. The store
+// writes queued changes in order, and ahead of any journal append made after
+// them (a message to a queue just declared), and records the index of the
+// last change written, so a node killed before its queued changes were
+// written applies them again from its log when it restarts. A queued write
+// that fails leaves the stored definitions behind memory: it is logged, no
+// later change is stored (the stored state stays that of the last index
+// recorded, which a restart catches up from the log, and no snapshot is
+// taken: RecordDefinitionsApplied fails).
 func (b *Broker) storeDefs(puts []any, dels []store.DefRef) error {
-	if st := b.cfg.Store; st != nil && (len(puts) > 0 || len(dels) > 0) {
+	st := b.cfg.Store
+	if st == nil || (len(puts) == 0 && len(dels) == 0) {
+		return nil
+	}
+	if !b.defQueued {
 		return st.UpdateApplied(b.defIndex.Load(), puts, dels)
 	}
-	return nil
+	if b.defStoreFailed.Load() {
+		return nil
+	}
+	index := b.defIndex.Load()
+	return st.UpdateAppliedQueued(index, puts, dels, func(err error) {
+		if err != nil && !b.defStoreFailed.Swap(true) {
+			b.log.Error("a replicated definition change was not stored: later ones are not stored either; restart the node to store them again from the cluster's log",
+				zap.Uint64("index", index), zap.Error(err))
+		}
+	})
 }
 
 // storePut stores one record (no-op without a store).

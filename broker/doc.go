@@ -104,6 +104,9 @@
 // batch (one sync) holding defMu alone, and only then changes memory under
 // the write locks (defapply.go, topology.go): a failed write changes
 // nothing, and a queue, exchange or binding is visible only once stored.
+// A command of a replicated log (ApplyDefinitionAt) is durable in that log
+// already: its batch is queued to the store's writer in order and not
+// waited for (storeDefs), and a restart applies again what was not stored.
 // conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
 // mgmtState.mu, chanStats.exMu (stats.go), alarms.mu, replyRegistry.mu and
 // Broker.pagerMu, delayedState.mu and dedupCache.mu (delayed.go,

@@ -202,7 +202,10 @@ type linkPeer struct {
 	mu   sync.Mutex
 	w    *linkWriter // nil while down
 	conn net.Conn
-	next uint64
+	// reconnecting is set while the link is down after it broke, until a
+	// dial fails (the node is down) or succeeds (forwardLocked).
+	reconnecting bool
+	next         uint64
 	// waiters are the requests waiting for their replies, by id.
 	waiters map[uint64]*linkWaiter
 	// consumers are this node's consumers of the peer's queues, by
@@ -264,12 +267,14 @@ func (p *linkPeer) run(done chan struct{}) {
 	wait := linkRetryMin
 	for {
 		conn, err := p.b.cfg.Link.Dial(p.node, linkDialTimeout)
+		broke := false
 		if err == nil {
 			wait = linkRetryMin
 			w := newLinkWriter(conn)
 			p.mu.Lock()
-			p.w, p.conn = w, conn
+			p.w, p.conn, p.reconnecting = w, conn, false
 			p.mu.Unlock()
+			upAt := time.Now()
 			select {
 			case <-done:
 				conn.Close()
@@ -287,12 +292,29 @@ func (p *linkPeer) run(done chan struct{}) {
 			<-w.done
 			p.down()
 			p.log.Info("node link down", zap.Error(err))
+			// A link that broke at once (the peer took the dial but
+			// not the link) waits before the next dial, as a failed
+			// dial does.
+			broke = time.Since(upAt) >= linkRetryMin
 		} else {
+			p.mu.Lock()
+			p.reconnecting = false
+			p.mu.Unlock()
 			p.log.Debug("node link dial failed", zap.Error(err))
 		}
 		if !firstDone {
 			close(p.first)
 			firstDone = true
+		}
+		if broke {
+			// Redial at once: until that dial ends, the link is
+			// reconnecting, not down (forwardLocked).
+			select {
+			case <-done:
+				return
+			default:
+			}
+			continue
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -308,7 +330,7 @@ func (p *linkPeer) run(done chan struct{}) {
 // down fails the link's waiting requests and cancels its consumers.
 func (p *linkPeer) down() {
 	p.mu.Lock()
-	p.w, p.conn = nil, nil
+	p.w, p.conn, p.reconnecting = nil, nil, true
 	waiters := p.waiters
 	p.waiters = make(map[uint64]*linkWaiter)
 	conss := p.consumers
@@ -446,13 +468,22 @@ func appendQueueRef(b []byte, qe *queueEntity) []byte {
 // forwardLocked sends msg to qe's home node; with confirmSeq set, the
 // publish's confirm waits for the home node's. It reports whether the
 // message went (false: the home node is down or the link over its bound).
-// Hold qe.mu; nothing here blocks.
+// While the link reconnects (it broke and the redial has not failed yet:
+// the home node may well be up), a message that did not go fails its
+// confirm (basic.nack): a publisher must never be told that a message its
+// queue never got is safe. Once a dial has failed the node is down, and the
+// queue unavailable as in RabbitMQ: the message is dropped like an
+// unroutable one. Hold qe.mu; nothing here blocks.
 func (ch *channel) forwardLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
 	p := qe.home.peer
 	p.mu.Lock()
 	w := p.w
 	if w == nil {
+		reconnecting := p.reconnecting
 		p.mu.Unlock()
+		if reconnecting && confirmSeq != 0 {
+			ch.confirms.done(confirmSeq, errLinkDown)
+		}
 		return false
 	}
 	id := uint64(0)
@@ -615,10 +646,23 @@ func (ch *channel) consumeRemote(qe *queueEntity, m *amqp.BasicConsume, tag stri
 			flags |= 2
 		}
 		b = append(b, flags)
-		b = appendU(b, uint64(ch.prefetch))
+		b = appendU(b, uint64(remotePrefetch(ch.prefetch, ch.globalPrefetch.Load(), m.NoAck)))
 		return appendU(b, zigzag(prio))
 	})
 	return r.asError(qe, amqp.ClassBasic, 20)
+}
+
+// remotePrefetch is the prefetch a remote queue's home node applies to a
+// consumer of a channel with per-consumer prefetch perConsumer and
+// channel-wide (basic.qos global) prefetch global: the smaller of those set.
+// The home node cannot count the channel's other deliveries, so a channel
+// with several consumers of remote queues may hold up to the global limit
+// from each; the limit set when the consumer starts is the one it keeps.
+func remotePrefetch(perConsumer int, global int32, noAck bool) int {
+	if g := int(global); !noAck && g > 0 && (perConsumer == 0 || g < perConsumer) {
+		return g
+	}
+	return perConsumer
 }
 
 // asError is the reply's refusal as the client gets it.
@@ -754,4 +798,42 @@ func (ch *channel) deleteRemote(qe *queueEntity, m *amqp.QueueDelete) (int, erro
 	}
 	r := v.b.propose(&defCmd{Op: opDeleteQueue, VHost: v.name, VHostID: v.storeID, Name: qe.name, ID: qe.id})
 	return msgs, r.err
+}
+
+// WithHomeCounts fills in, for the queues of qs homed on other nodes, the
+// ready messages and consumers their home nodes count (a status request over
+// the node link each, at most 16 at once): Queue and Queues describe what
+// this node holds, which for such a queue is nothing. A queue whose home node
+// does not answer keeps what it had. For the management API. No lock held.
+func (b *Broker) WithHomeCounts(qs []QueueInfo) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range qs {
+		qi := &qs[i]
+		if qi.Node == "" || b.local(qi.Node) || qi.Type == "stream" {
+			continue
+		}
+		v := b.vhost(qi.VHost)
+		if v == nil {
+			continue
+		}
+		v.mu.RLock()
+		qe := v.queues[qi.Name]
+		v.mu.RUnlock()
+		if qe == nil || qe.home == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() {
+				<-sem
+				wg.Done()
+			}()
+			if msgs, conss, err := qe.remoteStatus(amqp.ClassQueue, 10); err == nil {
+				qi.Ready, qi.Consumers = msgs, conss
+			}
+		}()
+	}
+	wg.Wait()
 }

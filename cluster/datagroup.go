@@ -129,8 +129,9 @@ func (l *RaftLog) startDataGroup(existing bool) error {
 		}
 	}
 	l.seeded.Store(true)
-	l.wg.Add(1)
+	l.wg.Add(2)
 	go l.notifyLoop()
+	go l.failoverLoop()
 	return nil
 }
 

@@ -374,3 +374,51 @@ func TestClusterLeaderKillHistory(t *testing.T) {
 		t.Fatalf("the history of %d operations is not linearizable (%s)", len(checked), res)
 	}
 }
+
+// TestClusterLeaderKillFastElection: when the metadata leader is SIGKILLed,
+// the followers see its cluster-port session end and elect a new leader
+// with short timeouts (the lease timeout) instead of waiting out the
+// heartbeat timeout; the next declaration through a survivor succeeds, and
+// the survivors say in their logs that they took the fast way.
+func TestClusterLeaderKillFastElection(t *testing.T) {
+	nodes := threeNodes(t, localIPs)
+	startCluster(t, nodes...)
+	var leader *wnode
+	var survivors []*wnode
+	waitFor(t, "a leader", func() bool {
+		_, name := nodes[0].members()
+		leader, survivors = nil, nil
+		for _, n := range nodes {
+			if n.name == name {
+				leader = n
+			} else {
+				survivors = append(survivors, n)
+			}
+		}
+		return leader != nil
+	})
+	leader.kill()
+	waitFor(t, "a declaration through a survivor", func() bool {
+		c, err := amqp091.Dial(survivors[0].url())
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err != nil {
+			return false
+		}
+		_, err = ch.QueueDeclare("after-kill", true, false, false, false, nil)
+		return err == nil
+	})
+	const line = "the metadata leader's session broke: electing with short timeouts"
+	fast := 0
+	for _, n := range survivors {
+		if strings.Contains(n.logs.String(), line) {
+			fast++
+		}
+	}
+	if fast == 0 {
+		t.Fatalf("no survivor logged %q", line)
+	}
+}

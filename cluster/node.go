@@ -69,6 +69,10 @@ type Node struct {
 	meta    LinkHandler
 	// groupMeta serves the requests of the data groups, by group.
 	groupMeta map[uint64]LinkHandler
+	// lost is told, for each group running here, the address of a peer
+	// whose session ended (not replaced by a newer one): the group's
+	// leader may be gone (RaftLog.peerLost).
+	lost map[uint64]func(addr string)
 	// refusals: when each refusal was last logged at Warn (refused)
 	refusals map[string]time.Time
 }
@@ -496,11 +500,34 @@ func (n *Node) serveSession(s *session) {
 	}
 	s.ys.Close()
 	n.mu.Lock()
+	var lost []func(string)
 	if p := n.peers[s.addr]; p != nil && p.sess == s {
 		p.sess = nil
+		if !n.closed {
+			for _, f := range n.lost {
+				lost = append(lost, f)
+			}
+		}
 	}
 	n.mu.Unlock()
+	for _, f := range lost {
+		f(s.addr)
+	}
 	n.log.Info("cluster peer session ended", zap.String("peer", s.name), zap.String("peer-addr", s.addr))
+}
+
+// setLost registers (f nil: removes) group g's hook for ended sessions.
+func (n *Node) setLost(g uint64, f func(addr string)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if f == nil {
+		delete(n.lost, g)
+		return
+	}
+	if n.lost == nil {
+		n.lost = make(map[uint64]func(addr string))
+	}
+	n.lost[g] = f
 }
 
 // serveStream reads a stream's kind and hands it to its group or the link

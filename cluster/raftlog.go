@@ -84,7 +84,9 @@ type RaftLogConfig struct {
 	// commit within it, Propose returns ErrNoQuorum. Default 5s.
 	ProposeTimeout time.Duration
 	// HeartbeatTimeout is Raft's heartbeat and election timeout (default
-	// 500ms): how long followers wait for a leader before an election.
+	// 1s): how long followers wait for a leader before an election, unless
+	// its cluster-port session breaks (failoverLoop). The leader sends a
+	// heartbeat every tenth of it, and its lease is 3/10 of it.
 	HeartbeatTimeout time.Duration
 	// SnapshotThreshold (default 8192) entries lead to a snapshot, after
 	// which all but TrailingLogs (default 10240) entries are deleted.
@@ -126,9 +128,12 @@ type RaftLog struct {
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
-	// notify wakes the notifier (notifyLoop) after a forwarded command
-	// was applied on this leader.
+	// notify wakes the notifier (notifyLoop) after a command was applied
+	// on this leader (noticeSoon).
 	notify chan struct{}
+	// lost carries the address of a leader whose session broke
+	// (peerLost) to failoverLoop.
+	lost chan string
 
 	done chan struct{}
 	once sync.Once
@@ -144,7 +149,7 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 		cfg.ProposeTimeout = 5 * time.Second
 	}
 	if cfg.HeartbeatTimeout <= 0 {
-		cfg.HeartbeatTimeout = 500 * time.Millisecond
+		cfg.HeartbeatTimeout = time.Second
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 8192
@@ -163,6 +168,7 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 		fsm:    newRaftFSM(cfg.Machine),
 		done:   make(chan struct{}),
 		notify: make(chan struct{}, 1),
+		lost:   make(chan string, 1),
 	}, nil
 }
 
@@ -193,26 +199,26 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.LocalID = raft.ServerID(l.node.Name())
 	rc.HeartbeatTimeout = l.cfg.HeartbeatTimeout
 	rc.ElectionTimeout = l.cfg.HeartbeatTimeout
-	rc.LeaderLeaseTimeout = l.cfg.HeartbeatTimeout / 2
+	// The heartbeat timeout's tenth is Raft's heartbeat interval: 1 s
+	// (heartbeats every 100–200 ms) costs half the idle CPU of 500 ms. A
+	// killed leader is detected by its session ending instead
+	// (failoverLoop), whose short timeouts cannot be below the lease: 3/10
+	// (300 ms) keeps a lease of at least 1.5 heartbeat intervals, and lets a
+	// new leader be elected about 0.5 s after a kill.
+	rc.LeaderLeaseTimeout = l.cfg.HeartbeatTimeout * 3 / 10
 	rc.SnapshotThreshold = l.cfg.SnapshotThreshold
 	rc.TrailingLogs = l.cfg.TrailingLogs
 	rc.SnapshotInterval = 10 * time.Second
 	// Followers learn that an entry committed from the leader's next
-	// AppendEntries, sent at the latest CommitTimeout after the last one: a
-	// proposal made on a follower waits for it (read your writes). Raft's
-	// 50 ms made a declaration through a follower take ~100 ms; 20 ms costs
-	// a small AppendEntries per follower every 20 ms while idle (10 ms was
-	// measured at about 6% of a core on an idle leader, 50 ms at 2.5%).
-	// A follower that forwarded a proposal waits for the leader's next
-	// AppendEntries to learn that it committed; the leader sends one at
-	// once after applying forwarded commands (notifyLoop). The commit
-	// timeout bounds how late a follower learns of commits otherwise (a
-	// change made on the leader itself, or one whose notice was lost). A
-	// longer one would lower the idle cost (an AppendEntries per follower
-	// per timeout), but with 200 ms a consumer on a follower once missed
-	// messages published right after a binding (TestClusterQueueOnOneNode):
-	// 20 ms stays until that is understood.
-	rc.CommitTimeout = 20 * time.Millisecond
+	// AppendEntries. The leader appends a commit notice at once after
+	// applying any command (notifyLoop), so the followers apply it within
+	// a replication round trip: the proposer on a follower answers its
+	// client then (read your writes), and a change acknowledged on the
+	// leader is on every live node promptly. The commit timeout (Raft sends
+	// an AppendEntries per follower every commit timeout while idle) only
+	// bounds how late followers learn of a commit whose notice was lost or
+	// of Raft's own entries; 20 ms cost ~3% of a core on an idle leader.
+	rc.CommitTimeout = 500 * time.Millisecond
 	rc.Logger = hl
 	l.rc = *rc
 	existing, err := raft.HasExistingState(l.rs, l.rs, snaps)
@@ -227,6 +233,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	}
 	l.raft = r
 	l.node.setMeta(l.cfg.Group, l.serveMeta)
+	l.node.setLost(l.cfg.Group, l.peerLost)
 	if len(l.cfg.Servers) > 0 {
 		return l.startDataGroup(existing)
 	}
@@ -239,21 +246,102 @@ func (l *RaftLog) Start(bootstrap bool) error {
 			return fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 	}
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go l.seedSnapshot()
 	go l.notifyLoop()
+	go l.failoverLoop()
 	return nil
+}
+
+// peerLost is told (by the node) that the session to the peer at addr
+// ended. If that peer is the leader this follower knows, failoverLoop
+// shortens the election timeouts until a new leader is known: a leader
+// killed (its sessions reset at once) is replaced within about one lease
+// timeout instead of the heartbeat timeout and then an election timeout.
+func (l *RaftLog) peerLost(addr string) {
+	if l.raft == nil || l.raft.State() != raft.Follower {
+		return
+	}
+	if leader, _ := l.raft.LeaderWithID(); string(leader) != addr {
+		return
+	}
+	select {
+	case l.lost <- addr:
+	default:
+	}
+}
+
+// failoverLoop runs the fast elections peerLost asks for. Raft has no call
+// that starts an election on a follower; what it offers is ReloadConfig, and
+// a shorter HeartbeatTimeout makes a follower check its leader's last
+// contact at once and then every (random) new timeout. The shortest allowed
+// is the leader lease timeout, which cannot be reloaded: a follower whose
+// leader's session broke starts an election once it has not heard from it
+// for that long (3/10 of HeartbeatTimeout), and its elections time out as
+// soon.
+// The timeouts go back once a leader other than the lost one is known, or
+// after a few heartbeat timeouts. A leader still alive (only the session
+// broke, and it comes back) keeps its followers: its heartbeats reach them
+// well within the short timeout.
+func (l *RaftLog) failoverLoop() {
+	defer l.wg.Done()
+	for {
+		var gone string
+		select {
+		case <-l.done:
+			return
+		case gone = <-l.lost:
+		}
+		fast := l.rc.LeaderLeaseTimeout
+		rc := l.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = fast, fast
+		if err := l.raft.ReloadConfig(rc); err != nil {
+			l.log.Warn("fast election: reload config", zap.Error(err))
+			continue
+		}
+		l.log.Info("the metadata leader's session broke: electing with short timeouts", zap.String("leader-addr", gone))
+		t := time.NewTicker(fast / 10)
+		deadline := time.Now().Add(4 * l.rc.HeartbeatTimeout)
+		for time.Now().Before(deadline) {
+			if a, _ := l.raft.LeaderWithID(); a != "" && string(a) != gone {
+				break
+			}
+			select {
+			case <-l.done:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		t.Stop()
+		rc = l.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = l.rc.HeartbeatTimeout, l.rc.ElectionTimeout
+		if err := l.raft.ReloadConfig(rc); err != nil {
+			l.log.Warn("fast election: restore config", zap.Error(err))
+		}
+	}
+}
+
+// noticeSoon wakes notifyLoop: a command was applied on this leader.
+func (l *RaftLog) noticeSoon() {
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
 }
 
 // commitNotice is the entry notifyLoop appends: a zero request id, which
 // the FSM applies as a no-op.
 var commitNotice = make([]byte, len(reqID{}))
 
-// notifyLoop appends a commitNotice after forwarded commands were applied
-// on this leader: appending makes Raft send AppendEntries to every
-// follower at once, carrying the commit index that covers those commands,
-// so the followers that forwarded them apply them and answer their clients
-// without waiting for the commit timeout. Wakeups coalesce: one notice
+// notifyLoop appends a commitNotice after commands were applied on this
+// leader (proposed here or forwarded): appending makes Raft send
+// AppendEntries to every follower at once, carrying the commit index that
+// covers those commands, so every follower applies them without waiting for
+// the commit timeout: one that forwarded a command answers its client, and
+// a change acknowledged to a client of the leader reaches the other nodes'
+// clients within a round trip (a client that acts on another node at once
+// may still be ahead of it by that much). Wakeups coalesce: one notice
 // covers every command applied before it is appended.
 func (l *RaftLog) notifyLoop() {
 	defer l.wg.Done()
@@ -323,6 +411,7 @@ func (l *RaftLog) Close() error {
 		close(l.done)
 		l.wg.Wait()
 		l.node.setMeta(l.cfg.Group, nil)
+		l.node.setLost(l.cfg.Group, nil)
 		if l.raft != nil {
 			err = l.raft.Shutdown().Error()
 		}
@@ -366,10 +455,18 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 		}
 		return l.noQuorum(last)
 	}
+	// local is set when the last attempt never left this node (no leader
+	// known, or it could not be reached): during an election the next
+	// attempt comes soon, so the new leader gets it as soon as it is known.
+	local := false
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			// Back off, unless the command applied meanwhile.
-			pause := time.NewTimer(time.Duration(min(attempt, 10)) * 20 * time.Millisecond)
+			d := time.Duration(min(attempt, 10)) * 20 * time.Millisecond
+			if local {
+				d = 10 * time.Millisecond
+			}
+			pause := time.NewTimer(d)
 			select {
 			case a := <-ch:
 				pause.Stop()
@@ -392,6 +489,7 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return Applied{}, ErrClosed
 		}
+		local = err != nil && !sent
 		if err != nil {
 			last = err
 			// Only an attempt that never left this node is known not
@@ -442,7 +540,11 @@ func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent boo
 		return ErrNoQuorum, false
 	}
 	if l.raft.State() == raft.Leader {
-		return l.raft.Apply(env, timeout).Error(), true
+		err := l.raft.Apply(env, timeout).Error()
+		if err == nil {
+			l.noticeSoon()
+		}
+		return err, true
 	}
 	addr, _ := l.raft.LeaderWithID()
 	if addr == "" {

@@ -117,10 +117,7 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 		}
 		err := l.raft.Apply(payload, l.cfg.ProposeTimeout).Error()
 		if err == nil {
-			select {
-			case l.notify <- struct{}{}:
-			default:
-			}
+			l.noticeSoon()
 		}
 		return nil, err
 	case metaJoin:

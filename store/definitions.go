@@ -449,21 +449,46 @@ func (s *Store) DefinitionsApplied() (uint64, error) {
 	return index, err
 }
 
-// update is Put, Delete and Update: one transaction (split only when Badger says it is
-// too big), one sync. With mustExist, a delete of a missing record fails with
-// ErrNotFound.
-func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied uint64) error {
-	s.defWrites.Add(1)
-	if h := s.defHook.Load(); h != nil {
-		if err := (*h)(); err != nil {
-			return fmt.Errorf("store: definitions: %w", err)
+// UpdateAppliedQueued is UpdateApplied through the journal writer: the
+// change (its records, the id counters it raises, and index last) is queued
+// as one group of ops, written all or nothing in a group commit shared with
+// messages and log entries, and done (if not nil) runs on the writer once it
+// is durable, with nil or the write error (at once with ErrClosed while the
+// store closes). It returns at once: an error (bad input, the definition
+// hook's fault, a closed store) means nothing was queued and done is not
+// called. Ids are given to puts with ID 0 before it returns.
+//
+// Writes are ordered: a journal append, log entry or definition write made
+// after it is written in the same group commit or a later one, and the
+// direct writes (Put, Delete, Update, UpdateApplied) wait until queued ones
+// are done. It is for a replicated log's state machine, whose log holds the
+// command durably already: a crash may lose a queued change not yet written,
+// and the index the store records (DefinitionsApplied) is that of the last
+// change written, so a restart applies the lost ones again from the log.
+func (s *Store) UpdateAppliedQueued(index uint64, puts []any, dels []DefRef, done func(error)) error {
+	defs := make([]definition, len(puts))
+	for i, p := range puts {
+		d, ok := p.(definition)
+		if !ok || reflect.ValueOf(d).IsNil() {
+			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
+		}
+		defs[i] = d
+	}
+	for _, r := range dels {
+		if !r.Kind.valid() {
+			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
 		}
 	}
-	recs := make([][]byte, len(puts))
-	for i, d := range puts {
-		recs[i] = sealRecord(d.appendTo(beginRecord(make([]byte, 0, 128))))
+	if len(defs) == 0 && len(dels) == 0 && index == 0 {
+		if done != nil {
+			done(nil)
+		}
+		return nil
 	}
-
+	recs, err := s.beginUpdate(defs)
+	if err != nil {
+		return err
+	}
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed {
@@ -471,6 +496,64 @@ func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied
 	}
 	s.defMu.Lock()
 	defer s.defMu.Unlock()
+	last, ids := s.assignIDsLocked(defs)
+	ops := make([]op, 0, len(defs)+len(dels)+2)
+	set := func(key, val []byte) {
+		buf := make([]byte, 0, 1+len(key)+len(val))
+		buf = append(append(append(buf, byte(len(key))), key...), val...)
+		ops = append(ops, op{kind: opSet, buf: buf, withNext: true})
+	}
+	for k := KindVHost; k < kindEnd; k++ {
+		if last[k] != s.lastID[k] {
+			set(counterKey(k), sealRecord(binary.AppendUvarint(beginRecord(nil), last[k])))
+		}
+	}
+	for i, d := range defs {
+		set(defKey(d.kind(), ids[i]), recs[i])
+	}
+	for _, r := range dels {
+		ops = append(ops, op{kind: opDelete, buf: defKey(r.Kind, r.ID), withNext: true})
+	}
+	if index != 0 {
+		// Last: a group cut short by a crash never records its index.
+		set(appliedKey, sealRecord(binary.AppendUvarint(beginRecord(nil), index)))
+	}
+	s.lastID = last
+	for i, d := range defs {
+		d.setID(ids[i])
+	}
+	s.defQueued.Add(1)
+	fin := func(err error) {
+		s.defQueued.Add(-1)
+		if done != nil {
+			done(err)
+		}
+	}
+	tail := &ops[len(ops)-1]
+	tail.withNext, tail.done = false, fin
+	s.submit(ops, true, false, fin)
+	return nil
+}
+
+// beginUpdate counts a definition write, runs the definition hook and encodes
+// the records of puts.
+func (s *Store) beginUpdate(puts []definition) ([][]byte, error) {
+	s.defWrites.Add(1)
+	if h := s.defHook.Load(); h != nil {
+		if err := (*h)(); err != nil {
+			return nil, fmt.Errorf("store: definitions: %w", err)
+		}
+	}
+	recs := make([][]byte, len(puts))
+	for i, d := range puts {
+		recs[i] = sealRecord(d.appendTo(beginRecord(make([]byte, 0, 128))))
+	}
+	return recs, nil
+}
+
+// assignIDsLocked returns the id counters after puts and each put's id (a
+// new one for ID 0). Hold defMu.
+func (s *Store) assignIDsLocked(puts []definition) ([kindEnd]uint64, []uint64) {
 	last := s.lastID
 	ids := make([]uint64, len(puts))
 	for i, d := range puts {
@@ -482,6 +565,32 @@ func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied
 			last[d.kind()] = max(last[d.kind()], ids[i])
 		}
 	}
+	return last, ids
+}
+
+// update is Put, Delete and Update: one transaction (split only when Badger says it is
+// too big), one sync. With mustExist, a delete of a missing record fails with
+// ErrNotFound.
+func (s *Store) update(puts []definition, dels []DefRef, mustExist bool, applied uint64) error {
+	if s.defQueued.Load() > 0 {
+		// Queued definition writes go first (UpdateAppliedQueued).
+		if err := s.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+			return fmt.Errorf("store: definitions: %w", err)
+		}
+	}
+	recs, err := s.beginUpdate(puts)
+	if err != nil {
+		return err
+	}
+
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	last, ids := s.assignIDsLocked(puts)
 	// Ids are burned even if the write fails: part of a split batch may be on disk.
 	defer func() { s.lastID = last }()
 	s.activity.Add(1)

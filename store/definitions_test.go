@@ -352,3 +352,71 @@ func TestQueueNode(t *testing.T) {
 		t.Fatalf("queues loaded with nodes %v (%d corrupt), want homed on warren@a, plain on none", got, d.Corrupt)
 	}
 }
+
+// UpdateAppliedQueued writes through the journal writer, in order with the
+// direct writes: its ids are given at once, done runs once it is durable,
+// and a direct UpdateApplied made after it is written after it (its index
+// wins). A reopened store holds the last state and index.
+func TestUpdateAppliedQueued(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	q := &Queue{VHost: "/", Name: "q", Durable: true}
+	b1 := &Binding{VHost: "/", Source: "x", Destination: "q", RoutingKey: "a"}
+	dones := make(chan error, 3)
+	if err := s.UpdateAppliedQueued(5, []any{q, b1}, nil, func(err error) { dones <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if q.ID == 0 || b1.ID == 0 {
+		t.Fatalf("ids not set: queue %d binding %d", q.ID, b1.ID)
+	}
+	if err := s.UpdateAppliedQueued(6, nil, []DefRef{{KindQueue, q.ID}}, func(err error) { dones <- err }); err != nil {
+		t.Fatal(err)
+	}
+	x := &Exchange{VHost: "/", Name: "x", Type: "direct", Durable: true}
+	if err := s.UpdateAppliedQueued(7, []any{x}, nil, func(err error) { dones <- err }); err != nil {
+		t.Fatal(err)
+	}
+	// A direct write made now goes after the queued ones.
+	y := &Exchange{VHost: "/", Name: "y", Type: "fanout", Durable: true}
+	if err := s.UpdateApplied(8, []any{y}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case err := <-dones:
+			if err != nil {
+				t.Fatalf("queued write: %v", err)
+			}
+		default:
+			t.Fatal("a queued write was not done when the direct write after it returned")
+		}
+	}
+	if x.ID == 0 || y.ID <= x.ID {
+		t.Fatalf("exchange ids %d then %d", x.ID, y.ID)
+	}
+	fault := errors.New("injected")
+	s.SetDefinitionHook(func() error { return fault })
+	if err := s.UpdateAppliedQueued(9, []any{&Exchange{VHost: "/", Name: "z"}}, nil, func(error) { t.Error("done called for a refused write") }); !errors.Is(err, fault) {
+		t.Fatalf("queued write with a fault: %v", err)
+	}
+	s.SetDefinitionHook(nil)
+	mustClose(t, s)
+
+	s = openTest(t, dir)
+	defer mustClose(t, s)
+	d, err := s.LoadDefinitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Queues) != 0 || len(d.Bindings) != 1 || len(d.Exchanges) != 2 {
+		t.Fatalf("after queued updates: queues %v bindings %v exchanges %v", d.Queues, d.Bindings, d.Exchanges)
+	}
+	if idx, err := s.DefinitionsApplied(); err != nil || idx != 8 {
+		t.Fatalf("applied index %d (%v), want 8", idx, err)
+	}
+	// Ids go on from the queued writes' counters.
+	z := &Exchange{VHost: "/", Name: "z", Type: "direct", Durable: true}
+	if _, err := s.Put(z); err != nil || z.ID <= y.ID {
+		t.Fatalf("id after reopen %d (%v), last %d", z.ID, err, y.ID)
+	}
+}

@@ -44,7 +44,11 @@
 //
 // Definitions are written synchronously by the caller, one small transaction (one
 // sync) per Put, Delete or Update; Update writes all the records of one change
-// together, all or nothing.
+// together, all or nothing. UpdateAppliedQueued (for a replicated log's state
+// machine, whose log holds the change durably already) queues the same change to the
+// journal writer as one tied group of ops instead and returns at once; the direct
+// writes wait for queued ones first, so definition writes stay in order. A tied group
+// (a change, a stream chunk's two records) goes into one group commit when it fits.
 //
 // # Keys
 //

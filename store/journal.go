@@ -110,6 +110,13 @@ func (s *Store) submit(ops []op, wait, urgent bool, done func(error)) {
 	}
 	s.backlog += size
 	wake := false
+	if n := len(ops); n > 1 && n <= s.maxBatch && ops[n-2].withNext {
+		// A tied group goes into one block, one group commit, when it
+		// fits: a crash then writes all of it or none.
+		if b := len(s.pending); b > 0 && cap(s.pending[b-1])-len(s.pending[b-1]) < n {
+			s.pending = append(s.pending, s.blockLocked())
+		}
+	}
 	for _, o := range ops {
 		switch {
 		case o.n == 0:
@@ -285,18 +292,23 @@ func appendCost(buf []byte) int64 { return int64(cap(buf)) + opOverhead }
 func (s *Store) pushLocked(o op) bool {
 	n := len(s.pending)
 	if n == 0 || len(s.pending[n-1]) == cap(s.pending[n-1]) {
-		var b []op
-		if f := len(s.free); f > 0 {
-			b, s.free = s.free[f-1], s.free[:f-1]
-		} else {
-			b = make([]op, 0, s.maxBatch)
-		}
-		s.pending = append(s.pending, b)
+		s.pending = append(s.pending, s.blockLocked())
 		n++
 	}
 	s.pending[n-1] = append(s.pending[n-1], o)
 	s.npending++
 	return s.npending == 1 || len(s.pending[n-1]) == cap(s.pending[n-1])
+}
+
+// blockLocked returns an empty block of ops, from the free list if it has
+// one. Hold mu.
+func (s *Store) blockLocked() []op {
+	if f := len(s.free); f > 0 {
+		b := s.free[f-1]
+		s.free = s.free[:f-1]
+		return b
+	}
+	return make([]op, 0, s.maxBatch)
 }
 
 func (s *Store) signal() {

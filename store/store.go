@@ -89,6 +89,10 @@ type Store struct {
 	// defHook is SetDefinitionHook's hook; defWrites counts definition writes.
 	defHook   atomic.Pointer[func() error]
 	defWrites atomic.Int64
+	// defQueued counts definition writes queued for the journal writer
+	// (UpdateAppliedQueued) and not yet done: a direct write waits for
+	// them first, so definition writes reach Badger in the order made.
+	defQueued atomic.Int64
 
 	// mu guards the journal's submission side; cond (on mu) is signalled when the
 	// backlog shrinks or the store stops.

@@ -32,6 +32,8 @@ func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal)
 	}
 	visible := s.visibleVHosts(p)
 	qs = slices.DeleteFunc(qs, func(q broker.QueueInfo) bool { return !visible(q.VHost) })
+	// A queue homed on another node: its counts are that node's.
+	s.b.WithHomeCounts(qs)
 	writeListOf(w, r, qs, func(q broker.QueueInfo) string { return q.Name }, queueSorts,
 		func(q broker.QueueInfo) item { return s.queueJSON(q, rs) })
 }
@@ -64,6 +66,9 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) 
 		s.brokerError(w, err)
 		return
 	}
+	one := []broker.QueueInfo{q}
+	s.b.WithHomeCounts(one)
+	q = one[0]
 	it := s.queueJSON(q, rs)
 	conss := []item{}
 	for _, c := range s.b.QueueConsumers(vhost, q.Name) {
