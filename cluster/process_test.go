@@ -637,9 +637,7 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 	// And once more with nothing new: the restarted node replays nothing twice.
 	n3.kill()
 	n3.start()
-	if d, err := n3.definitions(); err != nil || d != defs {
-		t.Fatalf("n3 after a second restart (%v):\n%s\nwant\n%s", err, d, defs)
-	}
+	waitRestored(t, n3, defs, "n3 after a second restart")
 }
 
 // TestClusterSnapshotCatchUp: with a low snapshot threshold the leader's log
@@ -659,14 +657,38 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	})
 	n3.start()
 	waitForMembers(t, 3, nodes...)
+	// With three members the leader plans the data groups (a global
+	// parameter): compare the definitions once that is done.
+	waitFor(t, "the data groups planned", func() bool {
+		d, err := n1.definitions()
+		return err == nil && strings.Contains(d, "warren_data_groups")
+	})
 	defs := waitSameDefinitions(t, nodes...)
 	if !strings.Contains(defs, "snap-x-59") {
 		t.Fatalf("definitions lack snap-x-59:\n%s", defs)
 	}
 	n3.kill()
 	n3.start()
-	if d, err := n3.definitions(); err != nil || d != defs {
-		t.Fatalf("n3 after a restart (%v):\n%s\nwant\n%s", err, d, defs)
+	waitRestored(t, n3, defs, "n3 after a restart")
+}
+
+// waitRestored waits until a restarted node exports defs. A replicated
+// definition change is applied once its Raft entry is durable, and stored
+// in the node's records in a later group commit: a SIGKILL in between loses
+// the record, and the node applies the change again from its log once the
+// leader tells it the entry is committed, a round trip after it starts.
+func waitRestored(t testing.TB, n *wnode, defs, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := n.definitions()
+		if err == nil && d == defs {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (%v):\n%s\nwant\n%s", what, err, d, defs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
