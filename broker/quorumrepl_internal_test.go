@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -21,7 +23,10 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 	}
 	defer st.Close()
 	g := NewQueueGroup()
-	l, err := NewLocalLog(LocalLogConfig{Store: st, LogID: 1, Machine: g, Logger: zaptest.NewLogger(t)})
+	// The first command's apply waits until every publish is submitted, so
+	// the backlog is over the high mark whatever the machine's speed.
+	gm := &gatedMachine{StateMachine: g, gate: make(chan struct{})}
+	l, err := NewLocalLog(LocalLogConfig{Store: st, LogID: 1, Machine: gm, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +34,7 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	defer gm.open()
 	b := &Broker{log: zaptest.NewLogger(t)}
 	b.repl.init("n1")
 	p := &groupProposer{b: b, g: 1, log: l}
@@ -38,13 +44,16 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 	// 80 MiB of enqueues submitted at once: over the high mark.
 	const n, size = 80, 1 << 20
 	body := make([]byte, size)
+	// Results go to buffered channels, never to t: callbacks may still run
+	// after a failed test returned (the log's Close fails what is left).
 	results := make(chan uint64, n)
+	failures := make(chan string, n)
 	var drained chan struct{}
 	for i := range n {
 		c := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{Body: body}, Publisher: 1, PubSeq: uint64(i + 1)}
 		d := p.submit(AppendGroupQueueCmd(nil, k, &c), func(r *GroupResult, err error) {
 			if err != nil || r.Err != nil || len(r.Effects) != 1 || r.Effects[0].Kind != queue.EffConfirm {
-				t.Errorf("enqueue result %+v, %v", r, err)
+				failures <- fmt.Sprintf("enqueue result %+v, %v", r, err)
 				results <- 0
 				return
 			}
@@ -57,9 +66,14 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 	if drained == nil {
 		t.Fatal("no flow control over the backlog's high mark")
 	}
+	gm.open()
 	<-drained // closed once the backlog drained; a hang fails the test
 	for i := range n {
-		if seq := <-results; seq != uint64(i+1) {
+		seq := <-results
+		if seq == 0 {
+			t.Fatal(<-failures)
+		}
+		if seq != uint64(i+1) {
 			t.Fatalf("result %d is for publish %d: out of order", i, seq)
 		}
 	}
@@ -68,3 +82,18 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 	}
 	b.closeRepl()
 }
+
+// gatedMachine holds its first Apply until open is called.
+type gatedMachine struct {
+	StateMachine
+	gate  chan struct{}
+	first sync.Once
+	shut  sync.Once
+}
+
+func (m *gatedMachine) Apply(index uint64, cmd []byte) any {
+	m.first.Do(func() { <-m.gate })
+	return m.StateMachine.Apply(index, cmd)
+}
+
+func (m *gatedMachine) open() { m.shut.Do(func() { close(m.gate) }) }
