@@ -465,32 +465,36 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 	}
 	qe.journalDelivery(m.NoAck, e)
 	qe.stats.countGet(m.NoAck, e.Redelivered)
+	wake := ch.sendGetOk(qe, e.Seq, m.NoAck, e.Redelivered, qe.deliveryMessage(&e, true), qe.q.Ready())
+	qe.mu.Unlock()
+	if wake {
+		ch.c.out.wake()
+	}
+	return nil
+}
+
+// sendGetOk counts a basic.get that took msg (message seq of qe), holds the
+// delivery unless noAck, and writes get-ok (count messages left) with msg;
+// it reports whether the writer must be woken (the caller does so once it
+// holds no lock).
+func (ch *channel) sendGetOk(qe *queueEntity, seq uint64, noAck, redelivered bool, msg *queue.Message, count int) (wake bool) {
 	ch.mu.Lock()
-	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
+	ch.stats.countGetLocked(noAck, redelivered)
 	ch.nextTag++
 	tag := ch.nextTag
-	if !m.NoAck {
-		ch.unacked.push(pending{tag: tag, qe: qe, seq: e.Seq})
+	if !noAck {
+		ch.unacked.push(pending{tag: tag, qe: qe, seq: seq})
 	}
 	o := ch.c.out
 	o.lock()
 	was := len(o.buf) + len(o.segs)
 	start := len(o.buf)
-	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicGetOk{
-		DeliveryTag:  tag,
-		Redelivered:  e.Redelivered,
-		Exchange:     e.Msg.Exchange,
-		RoutingKey:   e.Msg.RoutingKey,
-		MessageCount: uint32(qe.q.Ready()),
-	})
-	added := ch.appendContentLocked(qe.deliveryMessage(&e, true))
+	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicGetOk{DeliveryTag: tag, Redelivered: redelivered,
+		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(count)})
+	added := ch.appendContentLocked(msg)
 	o.unlock(len(o.buf) - start + added)
 	ch.mu.Unlock()
-	qe.mu.Unlock()
-	if was == 0 {
-		o.wake()
-	}
-	return nil
+	return was == 0
 }
 
 // takeUnacked removes the deliveries an ack, nack or reject names, as

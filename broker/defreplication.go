@@ -181,12 +181,7 @@ func (b *Broker) RecordDefinitionsApplied(index uint64) error {
 
 // hasQueues reports whether any vhost has a queue.
 func (b *Broker) hasQueues() bool {
-	b.mu.Lock()
-	vhosts := make([]*vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.Unlock()
+	vhosts := b.allVHosts()
 	for _, v := range vhosts {
 		v.mu.RLock()
 		n := len(v.queues)

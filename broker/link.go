@@ -94,12 +94,7 @@ func (b *Broker) placeQueue(v *vhost, name string, args amqp.Table, exclusive bo
 	for _, n := range nodes {
 		count[n] = 0
 	}
-	b.mu.Lock()
-	vhosts := make([]*vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.Unlock()
+	vhosts := b.allVHosts()
 	for _, v := range vhosts {
 		v.mu.RLock()
 		for _, qe := range v.queues {
@@ -723,24 +718,8 @@ func (ch *channel) getRemote(qe *queueEntity, m *amqp.BasicGet) error {
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
-	ch.mu.Lock()
-	ch.stats.countGetLocked(m.NoAck, r.redel)
-	ch.nextTag++
-	tag := ch.nextTag
-	if !m.NoAck {
-		ch.unacked.push(pending{tag: tag, qe: qe, seq: r.seq})
-	}
-	o := ch.c.out
-	o.lock()
-	was := len(o.buf) + len(o.segs)
-	start := len(o.buf)
-	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicGetOk{DeliveryTag: tag, Redelivered: r.redel,
-		Exchange: r.msg.Exchange, RoutingKey: r.msg.RoutingKey, MessageCount: uint32(r.a)})
-	added := ch.appendContentLocked(r.msg)
-	o.unlock(len(o.buf) - start + added)
-	ch.mu.Unlock()
-	if was == 0 {
-		o.wake()
+	if ch.sendGetOk(qe, r.seq, m.NoAck, r.redel, r.msg, int(r.a)) {
+		ch.c.out.wake()
 	}
 	return nil
 }

@@ -111,12 +111,7 @@ func (b *Broker) pageOutAll() {
 	if b.cfg.Store == nil {
 		return
 	}
-	b.mu.Lock()
-	vhosts := make([]*vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.Unlock()
+	vhosts := b.allVHosts()
 	total := 0
 	for _, v := range vhosts {
 		v.mu.RLock()

@@ -205,12 +205,7 @@ func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
 // of queues that are gone or no longer keep a persistent cache.
 func (b *Broker) dedupGone() func(id uint64) bool {
 	live := make(map[uint64]bool)
-	b.mu.Lock()
-	vhosts := make([]*vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		vhosts = append(vhosts, v)
-	}
-	b.mu.Unlock()
+	vhosts := b.allVHosts()
 	for _, v := range vhosts {
 		v.mu.RLock()
 		for _, qe := range v.queues {

@@ -233,17 +233,6 @@ func (b *Broker) placeQuorum(v *vhost, name string, args amqp.Table) uint64 {
 	return best
 }
 
-// allVHosts returns the vhosts.
-func (b *Broker) allVHosts() []*vhost {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*vhost, 0, len(b.vhosts))
-	for _, v := range b.vhosts {
-		out = append(out, v)
-	}
-	return out
-}
-
 // setRepl makes qe, just declared or recovered with node, a replicated
 // queue when node names a group; it reports whether it did.
 func (qe *queueEntity) setRepl(node string) bool {
@@ -716,25 +705,8 @@ func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
 		return nil
 	}
 	ready, _ := ch.c.b.replCounts(qe)
-	msg := qe.deliveryMessage(e, true)
-	ch.mu.Lock()
-	ch.stats.countGetLocked(m.NoAck, e.Redelivered)
-	ch.nextTag++
-	tag := ch.nextTag
-	if !m.NoAck {
-		ch.unacked.push(pending{tag: tag, qe: qe, seq: e.Seq})
-	}
-	o := ch.c.out
-	o.lock()
-	was := len(o.buf) + len(o.segs)
-	start := len(o.buf)
-	o.buf = amqp.AppendMethodFrame(o.buf, ch.id, &amqp.BasicGetOk{DeliveryTag: tag, Redelivered: e.Redelivered,
-		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, MessageCount: uint32(ready)})
-	added := ch.appendContentLocked(msg)
-	o.unlock(len(o.buf) - start + added)
-	ch.mu.Unlock()
-	if was == 0 {
-		o.wake()
+	if ch.sendGetOk(qe, e.Seq, m.NoAck, e.Redelivered, qe.deliveryMessage(e, true), ready) {
+		ch.c.out.wake()
 	}
 	return nil
 }

@@ -444,3 +444,14 @@ func (v *vhost) deleteExchangeLocked(e *exchangeEntity) {
 	v.b.detachDelayed(e)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name}, true)
 }
+
+// allVHosts returns the vhosts.
+func (b *Broker) allVHosts() []*vhost {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*vhost, 0, len(b.vhosts))
+	for _, v := range b.vhosts {
+		out = append(out, v)
+	}
+	return out
+}

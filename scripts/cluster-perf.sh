@@ -25,6 +25,7 @@
 #   SYSTEMS=rabbit RESULTS_DIR=/tmp/cperf bash scripts/cluster-perf.sh
 #   SYSTEMS=warren RESULTS_DIR=/tmp/cperf WARREN_BIN=/tmp/warren bash scripts/cluster-perf.sh
 #
+# WARREN_FLAGS adds flags to every Warren node (e.g. "--quorum-groups 0").
 # The bench client is the Warren binary (WARREN_BIN, or the build). Nothing
 # but 127.0.0.1 is contacted; everything started is stopped on exit.
 set -euo pipefail
@@ -90,7 +91,7 @@ warren_boot() {
     --metrics-addr "127.0.0.1:$((W_METRICS + i))" --data-dir "$WDIR/node$i" --log-level warn \
     --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
     --cluster-advertise "127.0.0.1:$((W_CLUSTER + i))" --cluster-secret-file "$WDIR/secret" \
-    "${join[@]}" >>"$WDIR/node$i.log" 2>&1 &
+    "${join[@]}" ${WARREN_FLAGS:-} >>"$WDIR/node$i.log" 2>&1 &
   WPID[$i]=$!
   for _ in $(seq 600); do
     port_open $((W_AMQP + i)) && return 0

@@ -398,23 +398,33 @@ func (s *Store) Delete(kind Kind, id uint64) error {
 // split; a failure can then leave its first part written.)
 func (s *Store) Update(puts []any, dels []DefRef) error { return s.UpdateApplied(0, puts, dels) }
 
-// UpdateApplied is Update that also records index as the last replicated
-// definition command applied, in the same transaction: a node that restarts
-// knows which commands of its log its stored definitions already hold
-// (DefinitionsApplied). index 0 records nothing.
-func (s *Store) UpdateApplied(index uint64, puts []any, dels []DefRef) error {
+// checkDefs returns puts as definitions, or ErrUnknownKind for a value
+// that is none or a deletion of no known kind.
+func checkDefs(puts []any, dels []DefRef) ([]definition, error) {
 	defs := make([]definition, len(puts))
 	for i, p := range puts {
 		d, ok := p.(definition)
 		if !ok || reflect.ValueOf(d).IsNil() {
-			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
+			return nil, fmt.Errorf("%w: %T", ErrUnknownKind, p)
 		}
 		defs[i] = d
 	}
 	for _, r := range dels {
 		if !r.Kind.valid() {
-			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
+			return nil, fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
 		}
+	}
+	return defs, nil
+}
+
+// UpdateApplied is Update that also records index as the last replicated
+// definition command applied, in the same transaction: a node that restarts
+// knows which commands of its log its stored definitions already hold
+// (DefinitionsApplied). index 0 records nothing.
+func (s *Store) UpdateApplied(index uint64, puts []any, dels []DefRef) error {
+	defs, err := checkDefs(puts, dels)
+	if err != nil {
+		return err
 	}
 	if len(defs) == 0 && len(dels) == 0 && index == 0 {
 		return nil
@@ -466,18 +476,9 @@ func (s *Store) DefinitionsApplied() (uint64, error) {
 // and the index the store records (DefinitionsApplied) is that of the last
 // change written, so a restart applies the lost ones again from the log.
 func (s *Store) UpdateAppliedQueued(index uint64, puts []any, dels []DefRef, done func(error)) error {
-	defs := make([]definition, len(puts))
-	for i, p := range puts {
-		d, ok := p.(definition)
-		if !ok || reflect.ValueOf(d).IsNil() {
-			return fmt.Errorf("%w: %T", ErrUnknownKind, p)
-		}
-		defs[i] = d
-	}
-	for _, r := range dels {
-		if !r.Kind.valid() {
-			return fmt.Errorf("%w: %s", ErrUnknownKind, r.Kind)
-		}
+	defs, err := checkDefs(puts, dels)
+	if err != nil {
+		return err
 	}
 	if len(defs) == 0 && len(dels) == 0 && index == 0 {
 		if done != nil {
