@@ -39,7 +39,7 @@ func quorumFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "quorum-groups", Value: 4, EnvVars: []string{"WARREN_QUORUM_GROUPS"}, Usage: "data groups (Raft groups quorum queues are replicated in) the cluster plans"},
 		&cli.IntFlag{Name: "quorum-group-size", Value: 3, EnvVars: []string{"WARREN_QUORUM_GROUP_SIZE"}, Usage: "members of each data group; the plan is made once the cluster has this many nodes"},
-		&cli.DurationFlag{Name: "quorum-heartbeat-timeout", Value: 250 * time.Millisecond, EnvVars: []string{"WARREN_QUORUM_HEARTBEAT_TIMEOUT"}, Usage: "how long a data group's followers wait for its leader before electing another (a failover takes one to two of these: 0.6 s median measured with 250ms, 1.2 s with 500ms)"},
+		&cli.DurationFlag{Name: "quorum-heartbeat-timeout", Value: 500 * time.Millisecond, EnvVars: []string{"WARREN_QUORUM_HEARTBEAT_TIMEOUT"}, Usage: "how long a data group's followers wait for its leader before electing another (with fast elections on a lost session, failover medians measured: 0.14 s at 250ms, 0.29 s at 500ms, 1 s at 1s; shorter costs more idle CPU)"},
 	}
 }
 
