@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"sync"
 
 	"github.com/warrenmq/warren/amqp"
@@ -25,13 +23,10 @@ const (
 	argCacheSize        = "x-cache-size"
 	argCacheTTL         = "x-cache-ttl"
 	argCachePersistence = "x-cache-persistence"
-	headerCacheTTL      = "x-cache-ttl"
 	// defaultCacheSize is the cache bound when x-message-deduplication is
 	// given without x-cache-size; maxCacheSize bounds any.
 	defaultCacheSize = 100_000
 	maxCacheSize     = 10_000_000
-	// maxInlineKey: longer keys are kept as their SHA-256.
-	maxInlineKey = 200
 )
 
 // dedupCache is an exchange's cache of recently seen keys.
@@ -86,37 +81,9 @@ func parseDedupArgs(isType bool, args amqp.Table, cls, mth uint16) (*dedupCache,
 	return c, nil
 }
 
-// dedupKeyOf is the cache key of a message: its x-deduplication-header
-// value as text, and whether it has one; and the TTL its x-cache-ttl
-// header asks for (-1 = none).
-func dedupKeyOf(header []byte) (string, int64, bool) {
-	if len(header) < 14 || header[12]&byte(amqp.FlagHeaders>>8) == 0 {
-		return "", -1, false
-	}
-	h := headersOf(header)
-	v, ok := h[headerDedup]
-	if !ok {
-		return "", -1, false
-	}
-	var k string
-	switch x := v.(type) {
-	case string:
-		k = x
-	case []byte:
-		k = string(x)
-	default:
-		k = fmt.Sprintf("%T:%v", v, v)
-	}
-	if len(k) > maxInlineKey {
-		sum := sha256.Sum256([]byte(k))
-		k = "\x00" + string(sum[:])
-	}
-	ttl := int64(-1)
-	if n, ok := argInt(h[headerCacheTTL]); ok && n >= 0 {
-		ttl = n
-	}
-	return k, ttl, true
-}
+// dedupKeyOf is the cache key of a message and the TTL its x-cache-ttl
+// header asks for (queue.DedupKey: exchanges and queues key alike).
+func dedupKeyOf(header []byte) (string, int64, bool) { return queue.DedupKey(header) }
 
 // seen reports whether key is in the cache and live at now; if not, it
 // adds it with ttl (-1 = the cache's). Entries evicted or found expired

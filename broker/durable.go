@@ -214,8 +214,8 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			}
 			if qe.dedup != nil {
-				if k, _, ok := dedupKeyOf(m.Header); ok {
-					qe.dedup.addLocked(k, seq, 0, nil) // in the queue: no window
+				if k, _, ok := queue.DedupKey(m.Header); ok {
+					qe.q.Dedup().Add(k, seq, 0, nil) // in the queue: no window
 				}
 			}
 			if n, bytes := qe.q.Resident(); !grouped && (n >= keep || bytes+int64(len(m.Body)) > keepBytes) {

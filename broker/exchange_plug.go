@@ -26,7 +26,6 @@ const (
 	headerDelay       = "x-delay"
 	typeDedup         = "x-message-deduplication"
 	argDedup          = "x-message-deduplication"
-	headerDedup       = "x-deduplication-header"
 	hashPropMessageID = "message_id"
 	hashPropCorrID    = "correlation_id"
 	hashPropTimestamp = "timestamp"

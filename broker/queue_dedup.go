@@ -27,91 +27,34 @@ import (
 // queueDedupID marks the store ids of queues' caches among the exchanges'.
 const queueDedupID = 1 << 62
 
-// queueDedup is a queue's cache. Guarded by the queue's mu.
+// queueDedup marks a deduplicating queue; its cache is in the queue's
+// state (queue.Dedup, made from Config.DedupSize and DedupTTL), so that a
+// replicated queue's replicas all hold it. Guarded by the queue's mu.
 type queueDedup struct {
-	size    int
-	ttl     int64 // ms, 0 = none
 	persist bool
-
-	// dropped counts the duplicates not enqueued.
-	dropped int64
-
-	entries map[string]queueDedupEntry
-	order   []string // insertion order, a ring of size keys
-	head    int
-}
-
-// queueDedupEntry is a key's message and the end of its TTL window.
-type queueDedupEntry struct {
-	seq     uint64 // 0 = none in the queue
-	expires int64  // unix ms, 0 = no window
 }
 
 // parseQueueDedup reads the deduplication arguments of a queue: nil
-// unless x-message-deduplication is true.
-func parseQueueDedup(args amqp.Table) (*queueDedup, error) {
+// unless x-message-deduplication is true; they go to cfg.
+func parseQueueDedup(args amqp.Table, cfg *queue.Config) (*queueDedup, error) {
 	c, err := parseDedupArgs(false, args, amqp.ClassQueue, 10)
 	if c == nil || err != nil {
 		return nil, err
 	}
-	return &queueDedup{size: c.size, ttl: c.ttl, persist: c.persist}, nil
+	cfg.DedupSize, cfg.DedupTTL = c.size, c.ttl
+	return &queueDedup{persist: c.persist}, nil
 }
-
-// duplicateLocked reports whether key is live in the cache of qe at now.
-func (d *queueDedup) duplicateLocked(q *queue.Queue, key string, now int64) bool {
-	e, ok := d.entries[key]
-	if !ok {
-		return false
-	}
-	return (e.expires != 0 && e.expires > now) || (e.seq != 0 && q.Has(e.seq))
-}
-
-// window is the end of the window of a key enqueued at now with ttl (-1 =
-// the cache's), 0 for none.
-func (d *queueDedup) window(ttl, now int64) int64 {
-	if ttl < 0 {
-		ttl = d.ttl
-	}
-	if ttl > 0 {
-		return now + ttl
-	}
-	return 0
-}
-
-// addLocked records key for message seq (0: not kept) with a window to
-// expires (0 = none), returning the keys it evicted appended to evicted.
-func (d *queueDedup) addLocked(key string, seq uint64, expires int64, evicted []string) []string {
-	if d.entries == nil {
-		d.entries = make(map[string]queueDedupEntry)
-	}
-	if _, ok := d.entries[key]; !ok {
-		if len(d.order) < d.size {
-			d.order = append(d.order, key)
-		} else {
-			old := d.order[d.head]
-			delete(d.entries, old)
-			evicted = append(evicted, old)
-			d.order[d.head] = key
-			d.head = (d.head + 1) % d.size
-		}
-	}
-	d.entries[key] = queueDedupEntry{seq: seq, expires: expires}
-	return evicted
-}
-
-// len is the number of keys kept (management API).
-func (d *queueDedup) len() int { return len(d.entries) }
 
 // dedupLocked checks msg, about to be enqueued on qe, against qe's cache:
 // it reports whether msg is a duplicate, and otherwise the key and TTL to
 // record once it has a sequence number (ok false: nothing to record).
 // Hold qe.mu.
 func (qe *queueEntity) dedupLocked(msg *queue.Message, now int64) (dup bool, key string, ttl int64, ok bool) {
-	key, ttl, ok = dedupKeyOf(msg.Header)
+	key, ttl, ok = queue.DedupKey(msg.Header)
 	if !ok {
 		return false, "", 0, false
 	}
-	if qe.dedup.duplicateLocked(qe.q, key, now) {
+	if qe.q.Dedup().Duplicate(qe.q, key, now) {
 		return true, "", 0, false
 	}
 	return false, key, ttl, true
@@ -125,14 +68,15 @@ func (ch *channel) enqueueDedupLocked(qe *queueEntity, msg *queue.Message, ttl i
 		*now = nowMs()
 	}
 	dup, key, keyTTL, ok := qe.dedupLocked(msg, *now)
+	cache := qe.q.Dedup()
 	if dup {
-		qe.dedup.dropped++
+		cache.Dropped++
 		return false
 	}
 	var expires int64
 	st, id := qe.vhost.b.cfg.Store, qe.dedupStoreID()
 	if ok {
-		expires = qe.dedup.window(keyTTL, *now)
+		expires = cache.Window(keyTTL, *now)
 		if expires != 0 && id != 0 {
 			// Written before the message's journal record: durable no
 			// later than its confirm.
@@ -155,7 +99,7 @@ func (ch *channel) enqueueDedupLocked(qe *queueEntity, msg *queue.Message, ttl i
 	if !qe.q.Has(seq) {
 		seq = 0 // accepted but not kept (a TTL of 0): the window only
 	}
-	for _, k := range qe.dedup.addLocked(key, seq, expires, nil) {
+	for _, k := range cache.Add(key, seq, expires, nil) {
 		if id != 0 {
 			st.DeleteDedup(id, k)
 		}
@@ -180,19 +124,17 @@ func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
 	if st == nil || id == 0 {
 		return nil
 	}
-	d := qe.dedup
+	d := qe.q.Dedup()
 	var stale []string
 	err := st.LoadDedup(id, func(key string, expires int64) {
 		if expires <= now {
 			stale = append(stale, key)
 			return
 		}
-		if e, ok := d.entries[key]; ok {
-			e.expires = expires
-			d.entries[key] = e
+		if d.Extend(key, expires) {
 			return
 		}
-		stale = d.addLocked(key, 0, expires, stale)
+		stale = d.Add(key, 0, expires, stale)
 	})
 	for _, k := range stale {
 		st.DeleteDedup(id, k)

@@ -238,7 +238,7 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		}
 		s.cfg.GroupHeader = h
 	}
-	d, err := parseQueueDedup(args)
+	d, err := parseQueueDedup(args, &s.cfg)
 	if err != nil {
 		return queueSettings{}, err
 	}

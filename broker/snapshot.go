@@ -265,8 +265,8 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	if qe.stream != nil {
 		qe.streamInfoLocked(&qi)
 	}
-	if d := qe.dedup; d != nil {
-		qi.Dedup, qi.DedupCached, qi.DedupDropped = true, d.len(), d.dropped
+	if d := qe.q.Dedup(); qe.dedup != nil && d != nil {
+		qi.Dedup, qi.DedupCached, qi.DedupDropped = true, d.Len(), d.Dropped
 	}
 	qi.GroupHeader, qi.Groups = qe.q.Config().GroupHeader, qe.q.Groups()
 	return qi, true

@@ -159,8 +159,19 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = append(b, byte(c.Overflow), c.MaxPriority, boolByte(c.SingleActiveConsumer), boolByte(c.DeadLetter))
 	b = binary.AppendVarint(b, c.DeliveryLimit)
 	b = binary.AppendVarint(b, c.Expires)
-	return appendString(b, c.GroupHeader)
+	b = appendString(b, c.GroupHeader)
+	if c.DedupSize > 0 {
+		// Optional, last: configurations written before deduplication
+		// was replicated end with the group header.
+		b = append(b, configDedup)
+		b = binary.AppendUvarint(b, uint64(c.DedupSize))
+		b = binary.AppendVarint(b, c.DedupTTL)
+	}
+	return b
 }
+
+// configDedup marks the deduplication bounds at the end of a configuration.
+const configDedup = 'd'
 
 func readConfig(r *snapReader) Config {
 	c := Config{MessageTTL: r.varint(), MaxLength: r.varint(), MaxLengthBytes: r.varint()}
@@ -169,6 +180,10 @@ func readConfig(r *snapReader) Config {
 	c.DeliveryLimit = r.varint()
 	c.Expires = r.varint()
 	c.GroupHeader = r.string()
+	if len(r.b) > 0 && r.b[0] == configDedup {
+		r.byte()
+		c.DedupSize, c.DedupTTL = int(r.uvarint()), r.varint()
+	}
 	return c
 }
 

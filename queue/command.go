@@ -158,6 +158,9 @@ type Effect struct {
 func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 	switch cmd.Op {
 	case OpEnqueue:
+		if q.dedup != nil {
+			return q.enqueueDedup(cmd, out), nil
+		}
 		return q.applyEnqueue(cmd, out), nil
 	case OpAttach:
 		q.touch(cmd.Now)

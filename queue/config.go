@@ -60,6 +60,12 @@ type Config struct {
 	// a message in a message group (groups.go); "" for none. It is fixed
 	// when the queue is made; priorities do not apply with it.
 	GroupHeader string
+	// DedupSize is x-cache-size of a queue with x-message-deduplication
+	// (0: no deduplication), DedupTTL its x-cache-ttl in ms (0: none):
+	// the queue keeps a deduplication cache in its state (msgdedup.go).
+	// Both are fixed when the queue is made.
+	DedupSize int
+	DedupTTL  int64
 }
 
 // DefaultConfig is the configuration of New: no limits of any kind.
@@ -84,6 +90,9 @@ func NewWithConfig(cfg Config) *Queue {
 	if cfg.MaxPriority > 0 {
 		q.hi = make([]lane, cfg.MaxPriority)
 	}
+	if cfg.DedupSize > 0 {
+		q.dedup = &Dedup{Size: cfg.DedupSize, TTL: cfg.DedupTTL}
+	}
 	return q
 }
 
@@ -102,6 +111,7 @@ func (q *Queue) SetConfig(cfg Config, now int64) []DeadLetter {
 	cfg.MaxPriority = q.cfg.MaxPriority
 	cfg.SingleActiveConsumer = q.cfg.SingleActiveConsumer
 	cfg.GroupHeader = q.cfg.GroupHeader
+	cfg.DedupSize, cfg.DedupTTL = q.cfg.DedupSize, q.cfg.DedupTTL
 	q.cfg = cfg
 	var dls []DeadLetter
 	if now != 0 {

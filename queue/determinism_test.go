@@ -98,6 +98,10 @@ func (w *workload) next() Cmd {
 			// Seven in eight messages in one of a few groups.
 			cmd.Msg.Header = groupHeader(h, fmt.Sprint("g", r.IntN(5)))
 		}
+		if w.q.cfg.DedupSize > 0 && r.IntN(4) != 0 {
+			// Three in four messages keyed, from few keys: duplicates.
+			cmd.Msg.Header = groupHeader(DedupHeader, fmt.Sprint("d", r.IntN(40)))
+		}
 		cmd.TTL = -1
 		cmd.ReportEnqueued = len(body)%2 == 0 // as an owner that journals by id asks
 		switch r.IntN(10) {
@@ -243,9 +247,11 @@ func TestDeterministicReplay(t *testing.T) {
 	sac.SingleActiveConsumer = true
 	groups := DefaultConfig()
 	groups.GroupHeader = "JMSXGroupID"
-	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac, "groups": groups}
+	dedup := DefaultConfig()
+	dedup.DedupSize, dedup.DedupTTL = 25, 200
+	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac, "groups": groups, "dedup": dedup}
 	commands, seeds := replayCommands()
-	for _, name := range []string{"classic", "priority", "single-active", "groups"} {
+	for _, name := range []string{"classic", "priority", "single-active", "groups", "dedup"} {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				cfg := configs[name]

@@ -54,7 +54,10 @@ type Queue struct {
 	// mg is the message groups of a queue with Config.GroupHeader
 	// (groups.go), nil otherwise; holes counts the messages delivered from
 	// the middle of the ready list that still hold their place there.
-	mg    *groupState
+	mg *groupState
+	// dedup is the deduplication cache of a queue made with
+	// Config.DedupSize (msgdedup.go), nil otherwise.
+	dedup *Dedup
 	holes int
 }
 

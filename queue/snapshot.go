@@ -21,9 +21,10 @@ import (
 // snapshot of this version.
 var ErrBadSnapshot = errors.New("queue: bad snapshot")
 
-// snapshotVersion 2 added Config.GroupHeader and the message groups;
-// version 1 snapshots are still read.
-const snapshotVersion = 2
+// snapshotVersion 2 added Config.GroupHeader and the message groups,
+// version 3 the deduplication cache (Config.DedupSize, DedupTTL and its
+// keys); older snapshots are still read.
+const snapshotVersion = 3
 
 // AppendSnapshot appends the queue's state to b.
 func (q *Queue) AppendSnapshot(b []byte) []byte {
@@ -36,6 +37,8 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 	b = binary.AppendVarint(b, c.DeliveryLimit)
 	b = binary.AppendVarint(b, c.Expires)
 	b = appendString(b, c.GroupHeader)
+	b = binary.AppendUvarint(b, uint64(c.DedupSize))
+	b = binary.AppendVarint(b, c.DedupTTL)
 	b = binary.AppendUvarint(b, q.nextSeq)
 	b = binary.AppendUvarint(b, uint64(q.cursor))
 	b = binary.AppendVarint(b, q.lastUsed)
@@ -99,6 +102,9 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 	if q.mg != nil {
 		b = q.mg.appendSnapshot(b, q.consumers)
 	}
+	if q.dedup != nil {
+		b = q.dedup.appendSnapshot(b)
+	}
 	return b
 }
 
@@ -110,7 +116,7 @@ func (q *Queue) Snapshot() []byte { return q.AppendSnapshot(nil) }
 func (q *Queue) RestoreSnapshot(b []byte) error {
 	r := &snapReader{b: b}
 	version := r.byte()
-	if version != 1 && version != snapshotVersion {
+	if version < 1 || version > snapshotVersion {
 		return ErrBadSnapshot
 	}
 	var cfg Config
@@ -125,6 +131,9 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 	cfg.Expires = r.varint()
 	if version >= 2 {
 		cfg.GroupHeader = r.string()
+	}
+	if version >= 3 {
+		cfg.DedupSize, cfg.DedupTTL = int(r.uvarint()), r.varint()
 	}
 	n := NewWithConfig(cfg)
 	n.nextSeq = r.uvarint()
@@ -196,6 +205,9 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 		if err := n.restoreGroups(r, byID); err != nil {
 			return err
 		}
+	}
+	if n.dedup != nil && r.err == nil {
+		n.dedup.restore(r)
 	}
 	if r.err != nil {
 		return r.err

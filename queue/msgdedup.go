@@ -1,0 +1,236 @@
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/warrenmq/warren/amqp"
+)
+
+// Queue-level deduplication (x-message-deduplication=true as a queue
+// argument): a message whose x-deduplication-header value is that of a
+// message still in the queue (ready, or delivered and not yet settled) is
+// not enqueued; with a TTL (Config.DedupTTL, or the message's x-cache-ttl
+// header) also while that long has not passed since the original was
+// enqueued, whether or not it is still there. A message without the header
+// is not checked. The cache keeps at most Config.DedupSize keys, the oldest
+// forgotten first.
+//
+// Dedup is the cache. A queue made with Config.DedupSize > 0 has one in its
+// state: OpEnqueue checks and records keys (a duplicate is confirmed to
+// its publisher, as routed, and not enqueued), snapshots hold it, and so a
+// replicated queue deduplicates the same way on every replica and after a
+// leader change. An owner that publishes through the typed methods
+// (Publish, PublishAt) drives a Dedup of its own with the same methods.
+
+// DedupHeader is the header whose value is a message's deduplication key;
+// DedupTTLHeader a message's own window, in ms.
+const (
+	DedupHeader    = "x-deduplication-header"
+	DedupTTLHeader = "x-cache-ttl"
+	// maxInlineDedupKey: longer keys are kept as their SHA-256.
+	maxInlineDedupKey = 200
+)
+
+// Dedup is a deduplication cache: keys with the message kept for each (0:
+// none in the queue) and the end of their windows. The zero value with
+// Size set is ready to use.
+type Dedup struct {
+	// Size bounds the keys kept; TTL is the default window in ms (0:
+	// none).
+	Size int
+	TTL  int64
+	// Dropped counts the duplicates not enqueued.
+	Dropped int64
+
+	entries map[string]dedupEntry
+	order   []string // insertion order, a ring of Size keys
+	head    int
+}
+
+// dedupEntry is a key's message and the end of its TTL window.
+type dedupEntry struct {
+	seq     uint64 // 0 = none in the queue
+	expires int64  // unix ms, 0 = no window
+}
+
+// DedupKey is the cache key of a message with header (a content header
+// frame's payload): its x-deduplication-header value as text, and whether
+// it has one; and the window its x-cache-ttl header asks for (-1: none).
+func DedupKey(header []byte) (key string, ttl int64, ok bool) {
+	if len(header) < 14 || header[12]&byte(amqp.FlagHeaders>>8) == 0 {
+		return "", -1, false
+	}
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(header, &h); err != nil {
+		return "", -1, false
+	}
+	v, ok := h.Properties.Headers[DedupHeader]
+	if !ok {
+		return "", -1, false
+	}
+	switch x := v.(type) {
+	case string:
+		key = x
+	case []byte:
+		key = string(x)
+	default:
+		key = fmt.Sprintf("%T:%v", v, v)
+	}
+	if len(key) > maxInlineDedupKey {
+		sum := sha256.Sum256([]byte(key))
+		key = "\x00" + string(sum[:])
+	}
+	ttl = -1
+	if n, isInt := intValue(h.Properties.Headers[DedupTTLHeader]); isInt && n >= 0 {
+		ttl = n
+	}
+	return key, ttl, true
+}
+
+// intValue is v as an int64 when it is an integer of any width.
+func intValue(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int8:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+// Duplicate reports whether key is live in the cache at now: its window
+// has not ended or its message is still in q.
+func (d *Dedup) Duplicate(q *Queue, key string, now int64) bool {
+	e, ok := d.entries[key]
+	if !ok {
+		return false
+	}
+	return (e.expires != 0 && e.expires > now) || (e.seq != 0 && q.Has(e.seq))
+}
+
+// Window is the end of the window of a key enqueued at now with ttl (-1:
+// the cache's), 0 for none.
+func (d *Dedup) Window(ttl, now int64) int64 {
+	if ttl < 0 {
+		ttl = d.TTL
+	}
+	if ttl > 0 {
+		return now + ttl
+	}
+	return 0
+}
+
+// Add records key for message seq (0: not kept) with a window to expires
+// (0: none), returning the keys it evicted appended to evicted.
+func (d *Dedup) Add(key string, seq uint64, expires int64, evicted []string) []string {
+	if d.entries == nil {
+		d.entries = make(map[string]dedupEntry)
+	}
+	if _, ok := d.entries[key]; !ok {
+		if len(d.order) < d.Size {
+			d.order = append(d.order, key)
+		} else {
+			old := d.order[d.head]
+			delete(d.entries, old)
+			evicted = append(evicted, old)
+			d.order[d.head] = key
+			d.head = (d.head + 1) % d.Size
+		}
+	}
+	d.entries[key] = dedupEntry{seq: seq, expires: expires}
+	return evicted
+}
+
+// Extend sets the window of key, when it is cached, to expires and reports
+// whether it was.
+func (d *Dedup) Extend(key string, expires int64) bool {
+	e, ok := d.entries[key]
+	if ok {
+		e.expires = expires
+		d.entries[key] = e
+	}
+	return ok
+}
+
+// Len is the number of keys kept.
+func (d *Dedup) Len() int { return len(d.entries) }
+
+// enqueueDedup is OpEnqueue on a deduplicating queue: a duplicate is
+// counted and confirmed, not enqueued; anything else goes through
+// applyEnqueue and, when it has the header and was accepted, is recorded.
+func (q *Queue) enqueueDedup(cmd *Cmd, out []Effect) []Effect {
+	d := q.dedup
+	key, ttl, ok := DedupKey(cmd.Msg.Header)
+	if !ok {
+		return q.applyEnqueue(cmd, out)
+	}
+	if d.Duplicate(q, key, cmd.Now) {
+		if cmd.Publisher != 0 && !q.firstSend(cmd.Publisher, cmd.PubSeq) {
+			// A resend of a publish already applied: its outcome stands.
+			return append(out, Effect{Kind: EffConfirm, Publisher: cmd.Publisher, PubSeq: cmd.PubSeq})
+		}
+		d.Dropped++
+		if cmd.Publisher != 0 {
+			out = append(out, Effect{Kind: EffConfirm, Publisher: cmd.Publisher, PubSeq: cmd.PubSeq})
+		}
+		return out
+	}
+	before := q.nextSeq
+	out = q.applyEnqueue(cmd, out)
+	if q.nextSeq == before {
+		return out // refused by a length limit (or a resend): no record
+	}
+	seq := q.nextSeq
+	if !q.Has(seq) {
+		seq = 0 // accepted, not kept (a TTL of 0): the window only
+	}
+	d.Add(key, seq, d.Window(ttl, cmd.Now), nil)
+	return out
+}
+
+// appendSnapshot appends the cache: the count of duplicates and its keys
+// oldest first (its bounds are in the queue's Config).
+func (d *Dedup) appendSnapshot(b []byte) []byte {
+	b = binary.AppendVarint(b, d.Dropped)
+	b = binary.AppendUvarint(b, uint64(len(d.order)))
+	for i := range d.order {
+		k := d.order[(d.head+i)%len(d.order)]
+		e := d.entries[k]
+		b = appendString(b, k)
+		b = binary.AppendUvarint(b, e.seq)
+		b = binary.AppendVarint(b, e.expires)
+	}
+	return b
+}
+
+// restore reads into d, empty, what appendSnapshot wrote.
+func (d *Dedup) restore(r *snapReader) {
+	d.Dropped = r.varint()
+	for range r.count() {
+		k := r.string()
+		seq, exp := r.uvarint(), r.varint()
+		if r.err != nil {
+			return
+		}
+		d.Add(k, seq, exp, nil)
+	}
+}
+
+// Dedup is the queue's deduplication cache, nil unless it was made with
+// Config.DedupSize. An owner publishing through the typed methods checks
+// and records keys in it itself.
+func (q *Queue) Dedup() *Dedup { return q.dedup }
