@@ -4,8 +4,9 @@
 // message TTL, length limits, message priorities, single active consumer,
 // message groups (groups.go: one consumer at a time per group, in order),
 // delivery limits, the dead-letter decisions (with the x-death bookkeeping
-// of AddDeath), the deduplication of resent publishes, and the queue's own
-// expiry.
+// of AddDeath), the deduplication of resent publishes (dedup.go), the
+// deduplication cache of x-message-deduplication (msgdedup.go: messages
+// keyed by a header, checked by OpEnqueue), and the queue's own expiry.
 //
 // A Queue owns no goroutine, does no I/O and reads no clock. The caller (the
 // broker) serialises every call with its own lock.
