@@ -8,6 +8,9 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +66,16 @@ func TestDelayedMillionMemory(t *testing.T) {
 	pubTime := time.Since(start)
 	waitFor(t, "all counted", func() bool { return delayedCount(t, s, "dx") == int64(n) })
 	rss := rssBytes()
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	t.Logf("after a GC: live heap %d MiB; %s", live[0].Value.Uint64()>>20, rssParts())
+	if path := os.Getenv("WARREN_HEAP_PROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	t.Logf("%d delayed messages (100 B) published with confirms in %v (%.0f msg/s); RSS %d MiB above idle (%d MiB → %d MiB); peak live heap %d MiB above idle",
 		n, pubTime.Round(time.Millisecond), float64(n)/pubTime.Seconds(), (rss-idleRSS)>>20, idleRSS>>20, rss>>20, (peak()-idleHeap)>>20)
 
@@ -101,6 +114,22 @@ func TestDelayedMillionMemory(t *testing.T) {
 	t.Logf("burst of %d due at once behind %d waiting: lateness p50 %d ms, p99 %d ms, max %d ms; routed in %v (%.0f msg/s); RSS now %d MiB",
 		burst, n, late[len(late)/2], late[len(late)*99/100], late[len(late)-1], last.Sub(first).Round(time.Millisecond),
 		float64(burst)/max(last.Sub(first).Seconds(), 1e-3), rssBytes()>>20)
+}
+
+// rssParts is the process's RssAnon and RssFile (Linux): heap and stacks
+// against mapped files (Badger's tables).
+func rssParts() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") {
+			parts = append(parts, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // bucketQuantile is the upper bound of the bucket holding quantile q of
