@@ -156,3 +156,92 @@ func TestClusterQuorumDedupAndGroupsLeaderKill(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDelayedNodeKill: delayed messages are kept by the node that
+// took their publish; that node SIGKILLed before they are due, and the
+// leader of their target quorum queue's group with it, loses none: after
+// the restart each is routed once, not before its time, and consumed
+// through another node.
+func TestClusterDelayedNodeKill(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	declareQuorum(t, nodes[0], "later", nil)
+	_, ch := dial(t, nodes[1])
+	if err := ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("later", "later", "dx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitSameDefinitions(t, nodes...)
+
+	const n = 100
+	const delay = 4000 // ms: the kill and restart come before it
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(delay * time.Millisecond)
+	confs := make([]*amqp091.DeferredConfirmation, n)
+	for i := range n {
+		c, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), "dx", "later", false, false, amqp091.Publishing{
+			DeliveryMode: amqp091.Persistent,
+			Headers:      amqp091.Table{"x-delay": int32(delay)},
+			Body:         []byte(fmt.Sprintf("m%03d", i)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		confs[i] = c
+	}
+	for i, c := range confs {
+		if ok, err := c.WaitContext(t.Context()); err != nil || !ok {
+			t.Fatalf("delayed publish %d: acked %v, %v", i, ok, err)
+		}
+	}
+	// The node holding them dies, and so does the queue's leader (it may
+	// be the same node).
+	leader := queueLeader(nodes, nil, "later")
+	nodes[1].kill()
+	for _, nd := range nodes {
+		if nd.name == leader && nd != nodes[1] {
+			nd.kill()
+			nd.start()
+		}
+	}
+	nodes[1].start()
+
+	consumer := nodes[2]
+	if leader == "n3" {
+		consumer = nodes[0]
+	}
+	_, cch := dial(t, consumer)
+	ds, err := cch.Consume("later", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for len(seen) < n {
+		select {
+		case d := <-ds:
+			if time.Now().Before(due) {
+				t.Fatalf("%s delivered %v before its time", d.Body, time.Until(due))
+			}
+			seen[string(d.Body)]++
+			if seen[string(d.Body)] > 1 && !d.Redelivered {
+				t.Fatalf("%s routed twice", d.Body)
+			}
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d delayed messages arrived", len(seen), n)
+		}
+	}
+	// Nothing more comes: none was routed twice.
+	select {
+	case d := <-ds:
+		t.Fatalf("%s arrived again (redelivered %v)", d.Body, d.Redelivered)
+	case <-time.After(2 * time.Second):
+	}
+}
