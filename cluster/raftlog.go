@@ -128,8 +128,8 @@ type RaftLog struct {
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
-	// notify wakes the notifier (notifyLoop) after a command was applied
-	// on this leader (noticeSoon).
+	// notify wakes notifyLoop, which tells the followers the commit
+	// index, after a command was applied on this leader (noticeSoon).
 	notify chan struct{}
 	// lost carries the address of a leader whose session broke
 	// (peerLost) to failoverLoop.
@@ -220,14 +220,14 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.SnapshotThreshold = l.cfg.SnapshotThreshold
 	rc.TrailingLogs = l.cfg.TrailingLogs
 	rc.SnapshotInterval = 10 * time.Second
-	// Followers learn that an entry committed from the leader's next
-	// AppendEntries. The leader appends a commit notice at once after
-	// applying any command (notifyLoop), so the followers apply it within
-	// a replication round trip: the proposer on a follower answers its
+	// Followers learn that an entry committed from an AppendEntries that
+	// carries the commit index. The leader tells them at once after
+	// applying any command (notifyLoop, committell.go), so the followers
+	// apply it within a round trip: the proposer on a follower answers its
 	// client then (read your writes), and a change acknowledged on the
 	// leader is on every live node promptly. The commit timeout (Raft sends
 	// an AppendEntries per follower every commit timeout while idle) only
-	// bounds how late followers learn of a commit whose notice was lost or
+	// bounds how late followers learn of a commit no telling reached, or
 	// of Raft's own entries; 20 ms cost ~3% of a core on an idle leader.
 	rc.CommitTimeout = 500 * time.Millisecond
 	rc.Logger = hl
