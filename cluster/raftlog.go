@@ -129,8 +129,11 @@ type RaftLog struct {
 	// join only then.
 	seeded atomic.Bool
 	// notify wakes notifyLoop, which tells the followers the commit
-	// index, after a command was applied on this leader (noticeSoon).
-	notify chan struct{}
+	// index, when a command is about to be applied (committedAt) or was
+	// applied on this leader (noticeSoon); committed is the highest index
+	// of a command given to the state machine.
+	committed atomic.Uint64
+	notify    chan struct{}
 	// lost carries the address of a leader whose session broke
 	// (peerLost) to failoverLoop.
 	lost chan string
@@ -166,7 +169,7 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 	if lg == nil {
 		lg = cfg.Node.log
 	}
-	return &RaftLog{
+	l := &RaftLog{
 		cfg:    cfg,
 		node:   cfg.Node,
 		log:    lg.With(zap.Uint64("group", cfg.Group)),
@@ -175,7 +178,9 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 		notify: make(chan struct{}, 1),
 		lost:   make(chan string, 1),
 		ready:  make(chan struct{}),
-	}, nil
+	}
+	l.fsm.committed = l.committedAt
+	return l, nil
 }
 
 // Start opens the group: it restores the machine from the latest snapshot,
@@ -334,6 +339,14 @@ func (l *RaftLog) failoverLoop() {
 	}
 }
 
+// committedAt is told (on the FSM goroutine) that the command at index is
+// committed, as it is about to be applied: on the leader, notifyLoop tells
+// the followers at once, while the leader applies it.
+func (l *RaftLog) committedAt(index uint64) {
+	l.committed.Store(index)
+	l.noticeSoon()
+}
+
 // noticeSoon wakes notifyLoop: a command was applied on this leader.
 func (l *RaftLog) noticeSoon() {
 	select {
@@ -367,7 +380,7 @@ func (l *RaftLog) notifyLoop() {
 		if l.raft.State() != raft.Leader {
 			continue
 		}
-		l.tellAll(&ts, l.fsm.applied.Load())
+		l.tellAll(&ts, max(l.committed.Load(), l.fsm.applied.Load()))
 	}
 }
 
@@ -617,6 +630,9 @@ func (l *RaftLog) Snapshot() error { return l.raft.Snapshot().Error() }
 type raftFSM struct {
 	sm      StateMachine
 	applied atomic.Uint64
+	// committed is told the index of each command before it is applied
+	// (RaftLog.committedAt).
+	committed func(index uint64)
 
 	mu      sync.Mutex
 	waiters map[reqID]chan Applied
@@ -682,6 +698,9 @@ func (f *raftFSM) Apply(e *raft.Log) any {
 	if _, dup := f.seen[id]; dup {
 		f.applied.Store(e.Index)
 		return nil
+	}
+	if f.committed != nil {
+		f.committed(e.Index)
 	}
 	res := f.sm.Apply(e.Index, e.Data[len(id):])
 	f.remember(id)
