@@ -136,12 +136,15 @@ func (l *RaftLog) startDataGroup(existing bool) error {
 }
 
 // IsLeader reports whether this node leads the group.
-func (l *RaftLog) IsLeader() bool { return l.raft.State() == raft.Leader }
+func (l *RaftLog) IsLeader() bool {
+	r := l.running()
+	return r != nil && r.State() == raft.Leader
+}
 
 // LeaderCh is raft's leadership channel of the group: true when this node
 // becomes the leader, false when it stops being it. Only one reader may
 // use it.
-func (l *RaftLog) LeaderCh() <-chan bool { return l.raft.LeaderCh() }
+func (l *RaftLog) LeaderCh() <-chan bool { <-l.ready; return l.raft.LeaderCh() }
 
 // DataGroupsConfig configures NewDataGroups.
 type DataGroupsConfig struct {
@@ -187,8 +190,9 @@ type DataGroups struct {
 }
 
 type dataGroup struct {
-	spec GroupSpec
-	log  *RaftLog
+	spec    GroupSpec
+	log     *RaftLog
+	machine *lazyMachine
 	// retryAt: no leadership transfer before then (balancer goroutine).
 	retryAt time.Time
 }
@@ -210,59 +214,132 @@ func NewDataGroups(cfg DataGroupsConfig) (*DataGroups, error) {
 // running keeps its Raft configuration (membership changes are the
 // leader's, later).
 func (d *DataGroups) Ensure(specs []GroupSpec) ([]uint64, error) {
-	self := d.cfg.Node.Name()
 	var started []uint64
 	var errs []error
 	for _, spec := range specs {
-		if spec.ID == MetadataGroup || !slices.ContainsFunc(spec.Members, func(m GroupMember) bool { return m.Name == self }) {
-			continue
-		}
-		d.mu.Lock()
-		if d.closed {
-			d.mu.Unlock()
-			return started, ErrClosed
-		}
-		_, running := d.groups[spec.ID]
-		d.mu.Unlock()
-		if running {
-			continue
-		}
-		servers := make([]raft.Server, len(spec.Members))
-		for i, m := range spec.Members {
-			servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.Addr)}
-		}
-		l, err := NewRaftLog(RaftLogConfig{
-			Node: d.cfg.Node, Group: spec.ID, Store: d.cfg.Store, LogID: d.cfg.LogBase + spec.ID,
-			SnapshotDir: filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID)), Machine: d.cfg.Machine(spec.ID),
-			ProposeTimeout: d.cfg.ProposeTimeout, HeartbeatTimeout: d.cfg.HeartbeatTimeout,
-			SnapshotThreshold: d.cfg.SnapshotThreshold, TrailingLogs: d.cfg.TrailingLogs,
-			Servers: servers, Logger: d.log,
-		})
-		if err == nil {
-			err = l.Start(false)
-		}
+		dg, err := d.add(spec)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("cluster: data group %d: %w", spec.ID, err))
+			return started, err
+		}
+		if dg == nil {
 			continue
 		}
-		d.mu.Lock()
-		if d.closed {
-			d.mu.Unlock()
-			_ = l.Close()
-			return started, ErrClosed
+		if err := d.run(dg); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return started, err
+			}
+			errs = append(errs, err)
+			continue
 		}
-		d.groups[spec.ID] = &dataGroup{spec: spec, log: l}
-		if !d.started {
-			d.started = true
-			d.wg.Add(1)
-			go d.balance()
-		}
-		d.mu.Unlock()
-		d.log.Info("data group started", zap.Uint64("group", spec.ID), zap.Any("members", spec.Members))
 		started = append(started, spec.ID)
 	}
 	return started, errors.Join(errs...)
 }
+
+// Wake returns the log of group spec.ID when this node is a member (nil
+// otherwise, or once closed), and starts the group on a goroutine of its
+// own if it does not run yet: proposals made meanwhile wait for the start.
+// It never blocks on the start, so a caller may hold its own locks (the
+// group's state machine is made on that goroutine).
+func (d *DataGroups) Wake(spec GroupSpec) *RaftLog {
+	if l := d.Group(spec.ID); l != nil {
+		return l
+	}
+	dg, err := d.add(spec)
+	if err != nil || dg == nil {
+		return d.Group(spec.ID)
+	}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.run(dg); err != nil && !errors.Is(err, ErrClosed) {
+			d.log.Warn("starting a data group", zap.Uint64("group", spec.ID), zap.Error(err))
+		}
+	}()
+	return dg.log
+}
+
+// add files a log for spec, not started yet, and returns it; nil when this
+// node is not a member or the group is filed already.
+func (d *DataGroups) add(spec GroupSpec) (*dataGroup, error) {
+	self := d.cfg.Node.Name()
+	if spec.ID == MetadataGroup || !slices.ContainsFunc(spec.Members, func(m GroupMember) bool { return m.Name == self }) {
+		return nil, nil
+	}
+	servers := make([]raft.Server, len(spec.Members))
+	for i, m := range spec.Members {
+		servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.Addr)}
+	}
+	m := &lazyMachine{f: func() StateMachine { return d.cfg.Machine(spec.ID) }}
+	l, err := NewRaftLog(RaftLogConfig{
+		Node: d.cfg.Node, Group: spec.ID, Store: d.cfg.Store, LogID: d.cfg.LogBase + spec.ID,
+		SnapshotDir: filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID)), Machine: m,
+		ProposeTimeout: d.cfg.ProposeTimeout, HeartbeatTimeout: d.cfg.HeartbeatTimeout,
+		SnapshotThreshold: d.cfg.SnapshotThreshold, TrailingLogs: d.cfg.TrailingLogs,
+		Servers: servers, Logger: d.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: data group %d: %w", spec.ID, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	if d.groups[spec.ID] != nil {
+		return nil, nil
+	}
+	l.starting.Store(true)
+	dg := &dataGroup{spec: spec, log: l, machine: m}
+	d.groups[spec.ID] = dg
+	return dg, nil
+}
+
+// run starts a group add filed; a group that fails to start is unfiled.
+func (d *DataGroups) run(dg *dataGroup) error {
+	dg.machine.get()
+	err := dg.log.Start(false)
+	d.mu.Lock()
+	if err != nil || d.closed {
+		if d.groups[dg.spec.ID] == dg {
+			delete(d.groups, dg.spec.ID)
+		}
+		closed := d.closed
+		d.mu.Unlock()
+		_ = dg.log.Close()
+		if err != nil {
+			return fmt.Errorf("cluster: data group %d: %w", dg.spec.ID, err)
+		}
+		if closed {
+			return ErrClosed
+		}
+	}
+	if !d.started {
+		d.started = true
+		d.wg.Add(1)
+		go d.balance()
+	}
+	d.mu.Unlock()
+	d.log.Info("data group started", zap.Uint64("group", dg.spec.ID), zap.Any("members", dg.spec.Members))
+	return nil
+}
+
+// lazyMachine is a group's state machine, made (DataGroupsConfig.Machine)
+// when the group starts.
+type lazyMachine struct {
+	once sync.Once
+	f    func() StateMachine
+	m    StateMachine
+}
+
+func (m *lazyMachine) get() StateMachine {
+	m.once.Do(func() { m.m = m.f() })
+	return m.m
+}
+
+func (m *lazyMachine) Apply(index uint64, cmd []byte) any      { return m.get().Apply(index, cmd) }
+func (m *lazyMachine) Snapshot() (StateSnapshot, error)        { return m.get().Snapshot() }
+func (m *lazyMachine) Restore(index uint64, r io.Reader) error { return m.get().Restore(index, r) }
 
 // Group returns the log of group g, or nil when this node does not run
 // it.

@@ -32,13 +32,19 @@
 // that never reached a leader fails with ErrNoQuorum (no effect); one that
 // may have fails with ErrUnconfirmed (outcome unknown).
 //
-// A follower applies an entry once the leader's next AppendEntries tells it
-// the entry committed. After applying commands (forwarded or proposed on
-// itself) the leader appends a commit notice (a zero request id, a no-op for
-// the FSM; notifyLoop), so that AppendEntries goes out at once: the
-// forwarding follower answers its client, and every follower has a change
-// acknowledged on the leader, within a replication round trip rather than a
-// commit timeout (500 ms, which only bounds a lost notice).
+// A follower applies an entry once the leader tells it the entry committed.
+// Raft's heartbeats carry no commit index, and an idle leader sends one
+// only every commit timeout; so after applying commands (forwarded or
+// proposed on itself) the leader tells each follower the commit index at
+// once with an AppendEntries of its own, with no entries and the last
+// applied entry as the previous one, which the follower checks against its
+// log as Raft does (committell.go): the forwarding follower answers its
+// client, and every follower has a change acknowledged on the leader,
+// within a round trip and without a sync. A follower that lacks the entry
+// is told again shortly; one still behind after 100 ms, or whose entry
+// differs, gets a commit notice (a log entry with a zero request id, a
+// no-op for the FSM) as before. The commit timeout (500 ms) only bounds
+// how late a follower learns of a commit no telling reached.
 //
 // Timeouts: a heartbeat timeout of 1 s (heartbeats every 100–200 ms, a lease
 // of 300 ms) keeps an idle group cheap; a leader whose process dies is
@@ -77,7 +83,13 @@
 // the metadata group (cmd/warren keeps it as a global parameter); every
 // member founds the group with that same configuration
 // (RaftLogConfig.Servers), so a data group starts empty, without a join or
-// a first snapshot. DataGroups runs the groups a node is a member of and
+// a first snapshot. A group runs only while it has work: cmd/warren
+// starts (Ensure) the groups that hold a quorum queue, and a node that
+// proposes to a group it does not run yet starts it then (Wake, on a
+// goroutine of its own; proposals wait for the start), so a planned group
+// with no queue costs nothing (no Raft, no heartbeats). A group is not
+// stopped again when its last queue goes (not done yet).
+// DataGroups runs the groups a node is a member of and
 // hands the leadership of each to its preferred member whenever that
 // member is a voter connected to the leader, so leaders are spread over
 // the nodes (and a node that comes back takes its groups back).

@@ -4,10 +4,11 @@ package cluster
 // member's name and cluster address (nil before the group has started or
 // once it is closed).
 func (l *RaftLog) Members() map[string]string {
-	if l.raft == nil {
+	r := l.running()
+	if r == nil {
 		return nil
 	}
-	cf := l.raft.GetConfiguration()
+	cf := r.GetConfiguration()
 	if cf.Error() != nil {
 		return nil
 	}

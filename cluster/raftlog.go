@@ -128,12 +128,20 @@ type RaftLog struct {
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
-	// notify wakes the notifier (notifyLoop) after a command was applied
-	// on this leader (noticeSoon).
-	notify chan struct{}
+	// notify wakes notifyLoop, which tells the followers the commit
+	// index, when a command is about to be applied (committedAt) or was
+	// applied on this leader (noticeSoon); committed is the highest index
+	// of a command given to the state machine.
+	committed atomic.Uint64
+	notify    chan struct{}
 	// lost carries the address of a leader whose session broke
 	// (peerLost) to failoverLoop.
 	lost chan string
+	// starting is set when Start is called (or about to be, by
+	// DataGroups on a goroutine of its own); ready is closed once raft is
+	// set: proposals made before wait for it.
+	starting atomic.Bool
+	ready    chan struct{}
 
 	done chan struct{}
 	once sync.Once
@@ -161,7 +169,7 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 	if lg == nil {
 		lg = cfg.Node.log
 	}
-	return &RaftLog{
+	l := &RaftLog{
 		cfg:    cfg,
 		node:   cfg.Node,
 		log:    lg.With(zap.Uint64("group", cfg.Group)),
@@ -169,7 +177,10 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 		done:   make(chan struct{}),
 		notify: make(chan struct{}, 1),
 		lost:   make(chan string, 1),
-	}, nil
+		ready:  make(chan struct{}),
+	}
+	l.fsm.committed = l.committedAt
+	return l, nil
 }
 
 // Start opens the group: it restores the machine from the latest snapshot,
@@ -179,11 +190,16 @@ func NewRaftLog(cfg RaftLogConfig) (*RaftLog, error) {
 // taken once it leads, and the log compacted behind it, so that the nodes
 // that join start from that state). Otherwise it waits to be added (Join).
 func (l *RaftLog) Start(bootstrap bool) error {
+	l.starting.Store(true)
 	l.start = time.Now()
 	if err := os.MkdirAll(l.cfg.SnapshotDir, 0o750); err != nil {
 		return err
 	}
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: zapWriter{l.log}})
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: zapWriter{l.log},
+		// A follower refuses a commit telling (committell.go) for an
+		// entry it does not have yet with this warning; the teller tries
+		// again.
+		Exclude: func(_ hclog.Level, msg string, _ ...any) bool { return msg == "failed to get previous log" }})
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Clean(l.cfg.SnapshotDir), 2, hl)
 	if err != nil {
 		return err
@@ -209,14 +225,14 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.SnapshotThreshold = l.cfg.SnapshotThreshold
 	rc.TrailingLogs = l.cfg.TrailingLogs
 	rc.SnapshotInterval = 10 * time.Second
-	// Followers learn that an entry committed from the leader's next
-	// AppendEntries. The leader appends a commit notice at once after
-	// applying any command (notifyLoop), so the followers apply it within
-	// a replication round trip: the proposer on a follower answers its
+	// Followers learn that an entry committed from an AppendEntries that
+	// carries the commit index. The leader tells them at once after
+	// applying any command (notifyLoop, committell.go), so the followers
+	// apply it within a round trip: the proposer on a follower answers its
 	// client then (read your writes), and a change acknowledged on the
 	// leader is on every live node promptly. The commit timeout (Raft sends
 	// an AppendEntries per follower every commit timeout while idle) only
-	// bounds how late followers learn of a commit whose notice was lost or
+	// bounds how late followers learn of a commit no telling reached, or
 	// of Raft's own entries; 20 ms cost ~3% of a core on an idle leader.
 	rc.CommitTimeout = 500 * time.Millisecond
 	rc.Logger = hl
@@ -232,6 +248,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 		return fmt.Errorf("cluster: start group %d: %w", l.cfg.Group, err)
 	}
 	l.raft = r
+	close(l.ready)
 	l.node.setMeta(l.cfg.Group, l.serveMeta)
 	l.node.setLost(l.cfg.Group, l.peerLost)
 	if len(l.cfg.Servers) > 0 {
@@ -322,6 +339,14 @@ func (l *RaftLog) failoverLoop() {
 	}
 }
 
+// committedAt is told (on the FSM goroutine) that the command at index is
+// committed, as it is about to be applied: on the leader, notifyLoop tells
+// the followers at once, while the leader applies it.
+func (l *RaftLog) committedAt(index uint64) {
+	l.committed.Store(index)
+	l.noticeSoon()
+}
+
 // noticeSoon wakes notifyLoop: a command was applied on this leader.
 func (l *RaftLog) noticeSoon() {
 	select {
@@ -330,21 +355,22 @@ func (l *RaftLog) noticeSoon() {
 	}
 }
 
-// commitNotice is the entry notifyLoop appends: a zero request id, which
-// the FSM applies as a no-op.
+// commitNotice is the entry a teller appends when it cannot tell a
+// follower the commit index otherwise (committell.go): a zero request id,
+// which the FSM applies as a no-op.
 var commitNotice = make([]byte, len(reqID{}))
 
-// notifyLoop appends a commitNotice after commands were applied on this
-// leader (proposed here or forwarded): appending makes Raft send
-// AppendEntries to every follower at once, carrying the commit index that
-// covers those commands, so every follower applies them without waiting for
-// the commit timeout: one that forwarded a command answers its client, and
-// a change acknowledged to a client of the leader reaches the other nodes'
-// clients within a round trip (a client that acts on another node at once
-// may still be ahead of it by that much). Wakeups coalesce: one notice
-// covers every command applied before it is appended.
+// notifyLoop tells the followers the commit index after commands were
+// applied on this leader (proposed here or forwarded; committell.go), so
+// that every follower applies them without waiting for the commit timeout:
+// one that forwarded a command answers its client, and a change
+// acknowledged to a client of the leader reaches the other nodes' clients
+// within a round trip (a client that acts on another node at once may
+// still be ahead of it by that much). Wakeups coalesce: one telling covers
+// every command applied before it.
 func (l *RaftLog) notifyLoop() {
 	defer l.wg.Done()
+	var ts tellers
 	for {
 		select {
 		case <-l.done:
@@ -354,9 +380,7 @@ func (l *RaftLog) notifyLoop() {
 		if l.raft.State() != raft.Leader {
 			continue
 		}
-		// The notice's outcome does not matter: a lost one only delays
-		// the followers until the next entry or the commit timeout.
-		l.raft.Apply(commitNotice, l.cfg.ProposeTimeout)
+		l.tellAll(&ts, max(l.committed.Load(), l.fsm.applied.Load()))
 	}
 }
 
@@ -412,8 +436,8 @@ func (l *RaftLog) Close() error {
 		l.wg.Wait()
 		l.node.setMeta(l.cfg.Group, nil)
 		l.node.setLost(l.cfg.Group, nil)
-		if l.raft != nil {
-			err = l.raft.Shutdown().Error()
+		if r := l.running(); r != nil {
+			err = r.Shutdown().Error()
 		}
 		if l.trans != nil {
 			l.trans.Close()
@@ -428,8 +452,25 @@ func (l *RaftLog) Close() error {
 // the machine's result. A failure is ErrNoQuorum (refused: no effect),
 // ErrUnconfirmed (the outcome is unknown), ErrClosed or ctx's error.
 func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
-	if l.raft == nil {
-		return Applied{}, ErrClosed
+	if l.running() == nil {
+		// A data group woken by its first use starts on another
+		// goroutine (DataGroups.Wake).
+		if !l.starting.Load() {
+			return Applied{}, ErrClosed
+		}
+		t := time.NewTimer(l.cfg.ProposeTimeout)
+		select {
+		case <-l.ready:
+			t.Stop()
+		case <-t.C:
+			return Applied{}, ErrNoQuorum
+		case <-ctx.Done():
+			t.Stop()
+			return Applied{}, ctx.Err()
+		case <-l.done:
+			t.Stop()
+			return Applied{}, ErrClosed
+		}
 	}
 	var id reqID
 	if _, err := rand.Read(id[:]); err != nil {
@@ -556,13 +597,27 @@ func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent boo
 
 var errNoLeader = errors.New("no leader known")
 
+// running returns the group's Raft once Start has made it, else nil.
+func (l *RaftLog) running() *raft.Raft {
+	select {
+	case <-l.ready:
+		return l.raft
+	default:
+		return nil
+	}
+}
+
 // AppliedIndex is the index of the last command applied on this node.
 func (l *RaftLog) AppliedIndex() uint64 { return l.fsm.applied.Load() }
 
 // Leader returns the name and address of the group's leader as this node
 // knows it (empty when none).
 func (l *RaftLog) Leader() (name, addr string) {
-	a, id := l.raft.LeaderWithID()
+	r := l.running()
+	if r == nil {
+		return "", ""
+	}
+	a, id := r.LeaderWithID()
 	return string(id), string(a)
 }
 
@@ -575,6 +630,9 @@ func (l *RaftLog) Snapshot() error { return l.raft.Snapshot().Error() }
 type raftFSM struct {
 	sm      StateMachine
 	applied atomic.Uint64
+	// committed is told the index of each command before it is applied
+	// (RaftLog.committedAt).
+	committed func(index uint64)
 
 	mu      sync.Mutex
 	waiters map[reqID]chan Applied
@@ -640,6 +698,9 @@ func (f *raftFSM) Apply(e *raft.Log) any {
 	if _, dup := f.seen[id]; dup {
 		f.applied.Store(e.Index)
 		return nil
+	}
+	if f.committed != nil {
+		f.committed(e.Index)
 	}
 	res := f.sm.Apply(e.Index, e.Data[len(id):])
 	f.remember(id)

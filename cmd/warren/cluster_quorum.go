@@ -22,8 +22,9 @@ import (
 // each group, PlanGroups) is a definition like any other: the metadata
 // leader records it, once the cluster has as many nodes as a group has
 // members, as the global parameter dataGroupsParam; every node starts the
-// groups the plan makes it a member of, with the broker's QueueGroup as
-// their state machine, and the broker places new quorum queues in them
+// groups the plan makes it a member of that hold a queue (the others stay
+// dormant: no Raft group runs, so an unused group costs nothing), with the
+// broker's QueueGroup as their state machine, and the broker places new quorum queues in them
 // (broker/quorumrepl.go). A quorum queue declared before there is a plan
 // stays on the node it was declared on.
 
@@ -108,7 +109,17 @@ func (d *dataGroups) follow(ctx context.Context, b *broker.Broker) {
 	defer t.Stop()
 	for {
 		if plan, ok := d.current(); ok {
-			if _, err := d.dg.Ensure(plan); err != nil && !errors.Is(err, cluster.ErrClosed) {
+			// Only the groups that hold a queue run: a group without one
+			// stays dormant (no Raft, no heartbeats) until a queue is
+			// placed in it, or this node proposes to it (Log).
+			use := b.QuorumGroupsInUse()
+			var wake []cluster.GroupSpec
+			for _, s := range plan {
+				if use[s.ID] {
+					wake = append(wake, s)
+				}
+			}
+			if _, err := d.dg.Ensure(wake); err != nil && !errors.Is(err, cluster.ErrClosed) {
 				d.c.log.Warn("starting data groups", zap.Error(err))
 			}
 		} else if d.c.meta.IsLeader() {
@@ -184,7 +195,22 @@ func (d *dataGroups) Log(g uint64) broker.CommandLog {
 	}
 	l := d.dg.Group(g)
 	if l == nil {
-		return nil
+		// A dormant group this node is a member of starts now, on a
+		// goroutine of its own (the broker may hold its locks here): a
+		// queue was just placed in it. Its other members start it once
+		// they see the queue (follow).
+		// The plan as follow last read it: no broker lock taken here.
+		d.mu.Lock()
+		plan := d.plan
+		d.mu.Unlock()
+		for _, s := range plan {
+			if s.ID == g {
+				l = d.dg.Wake(s)
+			}
+		}
+		if l == nil {
+			return nil
+		}
 	}
 	return commandLog{l}
 }
