@@ -30,8 +30,9 @@ import (
 //
 // What a client does with the queue becomes group commands (quorumgroup.go),
 // proposed by the node the client is on through its groupProposer, which
-// sends them in order, many to a Raft entry ('B'), one entry in flight per
-// group and node:
+// sends them in order, many to a Raft entry ('B'): up to maxInFlight
+// entries in flight per group on the group's leader, one on the other
+// members (which forward them):
 //
 //   - basic.publish: OpEnqueue with the channel's publisher id and a
 //     sequence; the publisher's confirm waits for the command to be
@@ -867,6 +868,14 @@ func (b *Broker) replWatch() {
 	// were proposed gone.
 	proposed := map[queue.ConsumerID]bool{}
 	downSince := map[uint64]time.Time{}
+	// seen is, per group, the consumer ids its replica held at an applied
+	// index: a group whose state did not change since is not scanned
+	// again, so idle queues cost nothing here however many there are.
+	type scan struct {
+		index uint64
+		ids   []queue.ConsumerID
+	}
+	seen := map[uint64]scan{}
 	self := nodeHash(b.cfg.NodeName)
 	for {
 		select {
@@ -894,7 +903,12 @@ func (b *Broker) replWatch() {
 			if p == nil {
 				continue
 			}
-			ids := m.consumerIDs()
+			sc, ok := seen[g]
+			if idx := m.AppliedIndex(); !ok || idx != sc.index {
+				sc = scan{index: idx, ids: m.consumerIDs()}
+				seen[g] = sc
+			}
+			ids := sc.ids
 			for _, id := range ids {
 				proc := id & replProcMask
 				if uint64(id>>replNodeShift) != self || uint64(proc) == r.prefix || proposed[proc] {
