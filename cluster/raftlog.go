@@ -539,9 +539,10 @@ func (l *RaftLog) noQuorum(last error) error {
 //
 // A command Begin submitted is never submitted again: if the leadership
 // is lost meanwhile, wait goes on waiting for that entry, which the next
-// leader commits if it has it, until ProposeTimeout after Begin, and then
-// fails with ErrUnconfirmed (the entry may still apply later, but nobody
-// waits for it). So the commands one caller submits with Begin apply in
+// leader commits if it has it. It fails with ErrNoQuorum once the entry is
+// known lost (Raft never appended it, or this node applied past its index
+// without it), or with ErrUnconfirmed ProposeTimeout after Begin (the
+// entry may still apply later, but nobody waits for it). So the commands one caller submits with Begin apply in
 // the order of its calls, or not at all: a later command never applies
 // before an earlier one that applies. A caller that goes back to Propose
 // must first wait for every Begin it made.
@@ -584,18 +585,40 @@ func (l *RaftLog) Begin(cmd []byte) (wait func() (Applied, error), ok bool) {
 			default:
 			}
 		}
+		// The leadership was lost. An entry Raft never appended (no
+		// index) is in no log: refused. One that was appended may still
+		// be committed by the next leader: it is known lost once this
+		// node has applied past its index without it.
+		idx := f.Index()
+		if err != nil && idx == 0 {
+			return Applied{}, l.noQuorum(err)
+		}
 		t := time.NewTimer(max(time.Until(start.Add(l.cfg.ProposeTimeout)), 0))
 		defer t.Stop()
-		select {
-		case a := <-ch:
-			return a, nil
-		case <-t.C:
-			if err == nil {
-				err = errors.New("committed, not yet applied on this node")
+		poll := time.NewTicker(10 * time.Millisecond)
+		defer poll.Stop()
+		for {
+			select {
+			case a := <-ch:
+				return a, nil
+			case <-poll.C:
+				if err == nil || l.fsm.applied.Load() < idx {
+					continue
+				}
+				select {
+				case a := <-ch:
+					return a, nil
+				default:
+				}
+				return Applied{}, l.noQuorum(err)
+			case <-t.C:
+				if err == nil {
+					err = errors.New("committed, not yet applied on this node")
+				}
+				return Applied{}, fmt.Errorf("%w; last: %v", ErrUnconfirmed, err)
+			case <-l.done:
+				return Applied{}, ErrClosed
 			}
-			return Applied{}, fmt.Errorf("%w; last: %v", ErrUnconfirmed, err)
-		case <-l.done:
-			return Applied{}, ErrClosed
 		}
 	}, true
 }
