@@ -33,6 +33,7 @@
 #   SYSTEMS=rabbit RESULTS_DIR=/tmp/qperf bash scripts/quorum-perf.sh
 #   SYSTEMS=warren RESULTS_DIR=/tmp/qperf WARREN_BIN=/tmp/warren bash scripts/quorum-perf.sh
 #
+# SYSTEMS=table only prints the table of RESULTS_DIR.
 # WARREN_FLAGS adds flags to every Warren node. SCENARIOS ("throughput latency
 # idle many") picks scenarios; "many" needs "idle" before it. The bench client
 # is the Warren binary (WARREN_BIN, or the build). The ports differ from
@@ -285,7 +286,7 @@ measure() {
 get() { [ -f "$RESULTS_DIR/$1.env" ] && (set +u; source "$RESULTS_DIR/$1.env"; eval "echo \"\${$2:-}\"") || true; }
 
 for s in $SYSTEMS; do
-  case "$s" in rabbit | warren) measure "$s" ;; *) echo "unknown system $s (rabbit, warren)" >&2; exit 2 ;; esac
+  case "$s" in rabbit | warren) measure "$s" ;; table) ;; *) echo "unknown system $s (rabbit, warren, table)" >&2; exit 2 ;; esac
 done
 
 # The table, from whatever RESULTS_DIR holds. ---------------------------------
