@@ -30,8 +30,9 @@ import (
 //
 // What a client does with the queue becomes group commands (quorumgroup.go),
 // proposed by the node the client is on through its groupProposer, which
-// sends them in order, many to a Raft entry ('B'), one entry in flight per
-// group and node:
+// sends them in order, many to a Raft entry ('B'): up to maxInFlight
+// entries in flight per group on the group's leader, one on the other
+// members (which forward them):
 //
 //   - basic.publish: OpEnqueue with the channel's publisher id and a
 //     sequence; the publisher's confirm waits for the command to be
@@ -280,9 +281,37 @@ type replCmd struct {
 	done func(*GroupResult, error)
 }
 
+// PipelineLog is a CommandLog that can have several of this node's
+// proposals in flight at once, in order, while this node leads the log's
+// group (a data group's Raft log; cmd/warren adapts it).
+type PipelineLog interface {
+	CommandLog
+	// Begin submits cmd behind every command Begin submitted before, and
+	// returns without waiting; ok is false, and nothing was submitted,
+	// when it cannot (this node does not lead the group). wait, called
+	// once, blocks until cmd is applied on this node or fails. A command
+	// Begin submitted is never submitted again, so the commands of one
+	// caller apply in the order of its calls or not at all; a caller that
+	// goes on with Propose first waits for every Begin it made.
+	Begin(cmd []byte) (wait func() (Applied, error), ok bool)
+}
+
 // groupProposer proposes this node's commands to one group, in the order
-// they were submitted: whatever waits while an entry is in flight goes in
-// the next one.
+// they were submitted, many to a Raft entry. While this node leads the
+// group (the log is a PipelineLog that takes Begin) up to maxInFlight
+// entries are in flight at once: a command waits for no earlier entry's
+// commit, only for the entry being formed. Otherwise (this node forwards
+// to the leader) one entry is in flight, and whatever waits meanwhile goes
+// in the next one.
+//
+// Order and deduplication: a publisher's enqueues carry increasing
+// sequences, and a queue treats a sequence at or below the highest it
+// enqueued as a resend (confirmed, not enqueued). So no entry may apply
+// after a later one of the same proposer, or its publishes would be
+// confirmed without being enqueued: entries in flight with Begin are never
+// submitted again (they apply in order or not at all), and a proposal
+// with Propose (which may submit its entry again, under the same request
+// id) starts only once every entry in flight has its outcome.
 type groupProposer struct {
 	b   *Broker
 	g   uint64
@@ -294,6 +323,10 @@ type groupProposer struct {
 	pending []replCmd
 	bytes   int
 	running bool
+	// inflight counts the entries begun and not yet completed; moved
+	// (Broadcast) when it falls or commands arrive while entries fly.
+	inflight int
+	moved    sync.Cond
 	// drained, while the backlog is over replHighBytes, is closed once it
 	// falls to replLowBytes: publishers wait on it (flow control).
 	drained chan struct{}
@@ -301,11 +334,13 @@ type groupProposer struct {
 
 // maxBatchBytes bounds the commands of one entry; over replHighBytes of
 // commands waiting, publishers are held back (conn.holdPublisher) until
-// the backlog falls to replLowBytes.
+// the backlog falls to replLowBytes. maxInFlight bounds the entries a
+// node's proposer has in flight in one group.
 const (
 	maxBatchBytes = 4 << 20
 	replHighBytes = 64 << 20
 	replLowBytes  = 16 << 20
+	maxInFlight   = 8
 )
 
 // submit queues cmd; done (maybe nil) gets its result, on the proposer's
@@ -314,6 +349,9 @@ const (
 // caller's publisher to wait on.
 func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drained chan struct{}) {
 	p.mu.Lock()
+	if p.moved.L == nil {
+		p.moved.L = &p.mu
+	}
 	p.pending = append(p.pending, replCmd{cmd: cmd, done: done})
 	p.bytes += len(cmd)
 	if p.bytes > replHighBytes {
@@ -324,6 +362,9 @@ func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drai
 	}
 	start := !p.running
 	p.running = true
+	if !start && p.inflight > 0 {
+		p.moved.Broadcast()
+	}
 	p.mu.Unlock()
 	if !start {
 		return drained
@@ -363,12 +404,33 @@ func (p *groupProposer) failAll(err error) {
 	}
 }
 
-// run proposes batches until nothing waits.
+// flight is an entry in flight: its commands and how to wait for it.
+type flight struct {
+	batch []replCmd
+	wait  func() (Applied, error)
+}
+
+// run proposes batches until nothing waits and nothing is in flight. The
+// entries begun are completed, in order, by complete.
 func (p *groupProposer) run() {
 	defer p.b.repl.wg.Done()
-	var cmds [][]byte
+	pl, _ := p.log.(PipelineLog)
+	var (
+		flights chan *flight
+		done    chan struct{}
+		cmds    [][]byte
+	)
+	defer func() {
+		if flights != nil {
+			close(flights)
+			<-done
+		}
+	}()
 	for {
 		p.mu.Lock()
+		for len(p.pending) == 0 && p.inflight > 0 || len(p.pending) > 0 && p.inflight >= maxInFlight {
+			p.moved.Wait()
+		}
 		n, size := 0, 0
 		for n < len(p.pending) && (n == 0 || size+len(p.pending[n].cmd) <= maxBatchBytes) {
 			size += len(p.pending[n].cmd)
@@ -385,33 +447,72 @@ func (p *groupProposer) run() {
 		p.pending = p.pending[n:]
 		p.bytes -= size
 		p.releaseLocked()
+		p.inflight++
 		p.mu.Unlock()
 		cmds = cmds[:0]
 		for _, c := range batch {
 			cmds = append(cmds, c.cmd)
 		}
-		a, err := p.log.Propose(p.b.repl.ctx, GroupBatchCmd(cmds))
-		var rs []*GroupResult
-		if err == nil {
-			rs, _ = a.Result.([]*GroupResult)
-			if len(rs) != len(batch) {
-				err = ErrGroupCommand
-			}
-		}
-		if err != nil {
-			p.b.log.Debug("data group proposal failed", zap.Uint64("group", p.g), zap.Int("commands", len(batch)), zap.Error(err))
-		}
-		for i, c := range batch {
-			if c.done == nil {
+		cmd := GroupBatchCmd(cmds)
+		if pl != nil {
+			if wait, ok := pl.Begin(cmd); ok {
+				if flights == nil {
+					flights, done = make(chan *flight, maxInFlight), make(chan struct{})
+					go p.complete(flights, done)
+				}
+				flights <- &flight{batch: batch, wait: wait}
 				continue
 			}
-			if err != nil {
-				c.done(nil, err)
-			} else {
-				c.done(rs[i], nil)
-			}
+		}
+		// Propose may submit the entry again: only once every entry in
+		// flight has its outcome.
+		p.mu.Lock()
+		for p.inflight > 1 {
+			p.moved.Wait()
+		}
+		p.mu.Unlock()
+		a, err := p.log.Propose(p.b.repl.ctx, cmd)
+		p.finish(batch, a, err)
+	}
+}
+
+// complete waits for the entries begun, in order, and hands out their
+// results; it closes done once flights is closed and drained.
+func (p *groupProposer) complete(flights chan *flight, done chan struct{}) {
+	defer close(done)
+	for f := range flights {
+		a, err := f.wait()
+		p.finish(f.batch, a, err)
+	}
+}
+
+// finish hands the results of an entry (or its failure) to the batch's
+// callers, and counts the entry out of flight.
+func (p *groupProposer) finish(batch []replCmd, a Applied, err error) {
+	var rs []*GroupResult
+	if err == nil {
+		rs, _ = a.Result.([]*GroupResult)
+		if len(rs) != len(batch) {
+			err = ErrGroupCommand
 		}
 	}
+	if err != nil {
+		p.b.log.Debug("data group proposal failed", zap.Uint64("group", p.g), zap.Int("commands", len(batch)), zap.Error(err))
+	}
+	for i, c := range batch {
+		if c.done == nil {
+			continue
+		}
+		if err != nil {
+			c.done(nil, err)
+		} else {
+			c.done(rs[i], nil)
+		}
+	}
+	p.mu.Lock()
+	p.inflight--
+	p.moved.Broadcast()
+	p.mu.Unlock()
 }
 
 // call proposes cmd to qe's group and waits for its result. No lock held.
@@ -767,6 +868,14 @@ func (b *Broker) replWatch() {
 	// were proposed gone.
 	proposed := map[queue.ConsumerID]bool{}
 	downSince := map[uint64]time.Time{}
+	// seen is, per group, the consumer ids its replica held at an applied
+	// index: a group whose state did not change since is not scanned
+	// again, so idle queues cost nothing here however many there are.
+	type scan struct {
+		index uint64
+		ids   []queue.ConsumerID
+	}
+	seen := map[uint64]scan{}
 	self := nodeHash(b.cfg.NodeName)
 	for {
 		select {
@@ -794,7 +903,12 @@ func (b *Broker) replWatch() {
 			if p == nil {
 				continue
 			}
-			ids := m.consumerIDs()
+			sc, ok := seen[g]
+			if idx := m.AppliedIndex(); !ok || idx != sc.index {
+				sc = scan{index: idx, ids: m.consumerIDs()}
+				seen[g] = sc
+			}
+			ids := sc.ids
 			for _, id := range ids {
 				proc := id & replProcMask
 				if uint64(id>>replNodeShift) != self || uint64(proc) == r.prefix || proposed[proc] {

@@ -95,7 +95,13 @@
 // the nodes (and a node that comes back takes its groups back).
 // Proposals to a data group are forwarded to its leader on 'G' streams,
 // which name the group, with the same retries and request-id
-// deduplication as the metadata group's. Membership changes of a data
+// deduplication as the metadata group's. On the leader, Begin puts a
+// proposal in Raft's log without waiting for the ones before it (the
+// broker keeps several entries of a group in flight so), and never
+// submits it again: a node's entries apply in the order it began them, or
+// not at all; Raft's apply channel is buffered (BatchApplyCh), so the
+// entries begun while the leader writes its log go into its next write
+// together. Membership changes of a data
 // group (a member replaced, the group grown or shrunk) are not done yet.
 //
 // # Cluster port

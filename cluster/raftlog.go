@@ -142,6 +142,9 @@ type RaftLog struct {
 	// set: proposals made before wait for it.
 	starting atomic.Bool
 	ready    chan struct{}
+	// flying counts the commands Begin submitted and nobody has waited
+	// for yet.
+	flying atomic.Int64
 
 	done chan struct{}
 	once sync.Once
@@ -235,6 +238,11 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	// bounds how late followers learn of a commit no telling reached, or
 	// of Raft's own entries; 20 ms cost ~3% of a core on an idle leader.
 	rc.CommitTimeout = 500 * time.Millisecond
+	// Commands submitted while the leader writes its log wait in a
+	// buffered channel and go into the next write together (up to
+	// MaxAppendEntries): proposers with several entries in flight (Begin)
+	// do not wait for each other's disk writes one by one.
+	rc.BatchApplyCh = true
 	rc.Logger = hl
 	l.rc = *rc
 	existing, err := raft.HasExistingState(l.rs, l.rs, snaps)
@@ -561,6 +569,99 @@ func (l *RaftLog) noQuorum(last error) error {
 		return ErrNoQuorum
 	}
 	return fmt.Errorf("%w; last: %v", ErrNoQuorum, last)
+}
+
+// Begin submits cmd behind every command this node submitted before it,
+// without waiting, when this node leads the group (ok false otherwise:
+// nothing was submitted, and Propose is the way). It is how a node keeps
+// several proposals of its own in flight: Raft puts the commands in its
+// log in the order Begin was called, and wait blocks until cmd is applied
+// on this node, with its result, or fails.
+//
+// A command Begin submitted is never submitted again: if the leadership
+// is lost meanwhile, wait goes on waiting for that entry, which the next
+// leader commits if it has it. It fails with ErrNoQuorum once the entry is
+// known lost (Raft never appended it, or this node applied past its index
+// without it), or with ErrUnconfirmed ProposeTimeout after Begin (the
+// entry may still apply later, but nobody waits for it). So the commands one caller submits with Begin apply in
+// the order of its calls, or not at all: a later command never applies
+// before an earlier one that applies. A caller that goes back to Propose
+// must first wait for every Begin it made.
+//
+// Begin is called from one goroutine per caller; wait may be called from
+// another, once.
+func (l *RaftLog) Begin(cmd []byte) (wait func() (Applied, error), ok bool) {
+	if l.raft == nil || l.raft.State() != raft.Leader {
+		return nil, false
+	}
+	var id reqID
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, false
+	}
+	env := make([]byte, 0, len(id)+len(cmd))
+	env = append(append(env, id[:]...), cmd...)
+	ch := l.fsm.wait(id)
+	start := time.Now()
+	l.flying.Add(1)
+	f := l.raft.Apply(env, l.cfg.ProposeTimeout)
+	return func() (Applied, error) {
+		defer l.fsm.unwait(id)
+		err := f.Error()
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			l.flying.Add(-1)
+			return Applied{}, ErrClosed
+		}
+		// The followers learn of the commit from the next entry: the
+		// last of this node's entries in flight asks for a commit
+		// notice (notifyLoop).
+		if l.flying.Add(-1) == 0 && err == nil {
+			l.noticeSoon()
+		}
+		if err == nil {
+			// Applied on this node: Raft answers a leader's future
+			// after its FSM applied the entry.
+			select {
+			case a := <-ch:
+				return a, nil
+			default:
+			}
+		}
+		// The leadership was lost. An entry Raft never appended (no
+		// index) is in no log: refused. One that was appended may still
+		// be committed by the next leader: it is known lost once this
+		// node has applied past its index without it.
+		idx := f.Index()
+		if err != nil && idx == 0 {
+			return Applied{}, l.noQuorum(err)
+		}
+		t := time.NewTimer(max(time.Until(start.Add(l.cfg.ProposeTimeout)), 0))
+		defer t.Stop()
+		poll := time.NewTicker(10 * time.Millisecond)
+		defer poll.Stop()
+		for {
+			select {
+			case a := <-ch:
+				return a, nil
+			case <-poll.C:
+				if err == nil || l.fsm.applied.Load() < idx {
+					continue
+				}
+				select {
+				case a := <-ch:
+					return a, nil
+				default:
+				}
+				return Applied{}, l.noQuorum(err)
+			case <-t.C:
+				if err == nil {
+					err = errors.New("committed, not yet applied on this node")
+				}
+				return Applied{}, fmt.Errorf("%w; last: %v", ErrUnconfirmed, err)
+			case <-l.done:
+				return Applied{}, ErrClosed
+			}
+		}
+	}, true
 }
 
 // ProposeFunc is Propose on a goroutine of its own, which calls done.

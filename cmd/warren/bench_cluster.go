@@ -74,6 +74,25 @@ func benchClusterCommands() []*cli.Command {
 			Action: runForwardCommand,
 		},
 		{
+			Name:  "queues",
+			Usage: "declare many queues (each through one of the nodes), use each once, and report the time",
+			Description: "Declares --count durable queues named PREFIX-0 .. PREFIX-(count-1) with --queue-args from\n" +
+				"--clients clients spread over the --uri nodes; with --use then publishes a persistent message to\n" +
+				"each with a confirm and fetches it back (basic.get, ack). The queues are left in place;\n" +
+				"--delete deletes them instead.",
+			Flags: []cli.Flag{
+				&cli.StringSliceFlag{Name: "uri", Usage: "node URI, repeated; client i uses the (i mod n)th"},
+				&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1000, Usage: "queues"},
+				&cli.IntFlag{Name: "clients", Aliases: []string{"c"}, Value: 12, Usage: "concurrent clients"},
+				&cli.StringFlag{Name: "prefix", Value: "warren-bench-q", Usage: "queue name prefix"},
+				&cli.StringSliceFlag{Name: "queue-args", Usage: "queue argument key=value, repeatable (as bench --queue-args)"},
+				&cli.BoolFlag{Name: "use", Usage: "use each queue once after declaring them all"},
+				&cli.BoolFlag{Name: "delete", Usage: "delete the queues instead of declaring them"},
+				jsonFlag,
+			},
+			Action: runQueuesCommand,
+		},
+		{
 			Name:  "idle",
 			Usage: "CPU (% of a core) and RSS of running processes over a time, from /proc",
 			Flags: []cli.Flag{
@@ -206,6 +225,39 @@ func runForwardCommand(cc *cli.Context) error {
 	}
 	fmt.Printf("summary: confirmed msg/s local %.0f, forwarded %.0f (medians of %d): forwarded = %.1f%% of local, failures %d\n",
 		res.Local, res.Forwarded, cc.Int("rounds"), res.Share*100, res.Failures)
+	return nil
+}
+
+func runQueuesCommand(cc *cli.Context) error {
+	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	args, err := parseQueueArgs(cc.StringSlice("queue-args"))
+	if err != nil {
+		return err
+	}
+	res, err := runQueues(ctx, queuesConfig{
+		URIs: cc.StringSlice("uri"), Count: cc.Int("count"), Clients: cc.Int("clients"), Prefix: cc.String("prefix"),
+		Args: args, Use: cc.Bool("use"), Delete: cc.Bool("delete"), Out: benchProgress(cc),
+	})
+	if err != nil {
+		return err
+	}
+	if res.FirstFailure != nil {
+		fmt.Fprintf(benchProgress(cc), "first failure: %v\n", res.FirstFailure)
+	}
+	rate := float64(res.Done) / max(res.Elapsed.Seconds(), 1e-9)
+	if cc.Bool("json") {
+		return printJSONLine(map[string]any{
+			"done": res.Done, "seconds": round(res.Elapsed.Seconds(), 2), "rate": round(rate, 1),
+			"used": res.Used, "use_seconds": round(res.UseElapsed.Seconds(), 2), "failures": res.Failures,
+		})
+	}
+	verb := "declared"
+	if cc.Bool("delete") {
+		verb = "deleted"
+	}
+	fmt.Printf("summary: %d queues %s in %.1fs (%.0f/s); %d used in %.1fs; failures %d\n",
+		res.Done, verb, res.Elapsed.Seconds(), rate, res.Used, res.UseElapsed.Seconds(), res.Failures)
 	return nil
 }
 

@@ -161,6 +161,18 @@ func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, er
 	return broker.Applied{Index: a.Index, Result: a.Result}, err
 }
 
+// Begin implements broker.PipelineLog.
+func (c commandLog) Begin(cmd []byte) (func() (broker.Applied, error), bool) {
+	wait, ok := c.l.Begin(cmd)
+	if !ok {
+		return nil, false
+	}
+	return func() (broker.Applied, error) {
+		a, err := wait()
+		return broker.Applied{Index: a.Index, Result: a.Result}, err
+	}, true
+}
+
 func (c commandLog) ProposeFunc(cmd []byte, done func(broker.Applied, error)) {
 	c.l.ProposeFunc(cmd, func(a cluster.Applied, err error) { done(broker.Applied{Index: a.Index, Result: a.Result}, err) })
 }
