@@ -169,11 +169,16 @@ func (b *Broker) replicated() bool { return b.cfg.QuorumGroups != nil && b.cfg.N
 // deliveries to this node's consumers the broker writes.
 func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	m := NewQueueGroup()
+	m.setBodies(b.newGroupBodies(g))
 	r := &b.repl
 	r.mu.Lock()
 	r.machines[g] = m
 	r.mu.Unlock()
-	m.Observe(func(_ uint64, res *GroupResult) { b.observe(res) })
+	m.Observe(func(_ uint64, res *GroupResult) {
+		if m.bodies == nil { // else the bodies' runner delivers (after)
+			b.observe(res)
+		}
+	})
 	return m
 }
 
@@ -704,6 +709,12 @@ func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
+	if e.Msg == nil && res.body != nil {
+		e.Msg = <-res.body // paged out: read by the group's body runner
+	}
+	if e.Msg == nil {
+		return amqp.Errorf(amqp.InternalError, amqp.ClassBasic, 70, "quorum queue '%s': message %d could not be read", qe.name, e.Seq)
+	}
 	ready, _ := ch.c.b.replCounts(qe)
 	if ch.sendGetOk(qe, e.Seq, m.NoAck, e.Redelivered, qe.deliveryMessage(e, true), ready) {
 		ch.c.out.wake()
@@ -917,6 +928,7 @@ func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
 	r.mu.Unlock()
 	if m != nil {
 		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
+		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes = m.bytes(qe.repl.key)
 	}
 	qg := b.cfg.QuorumGroups
 	qi.Leader = qg.LeaderName(qe.repl.group)
