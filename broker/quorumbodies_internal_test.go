@@ -14,7 +14,7 @@ import (
 
 // bodiesGroup returns a data group machine whose bodies beyond a window
 // of keep messages go to a store of its own, and the store.
-func bodiesGroup(t *testing.T, keep int) (*QueueGroup, *store.Store) {
+func bodiesGroup(t testing.TB, keep int) (*QueueGroup, *store.Store) {
 	t.Helper()
 	st, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -170,5 +170,34 @@ func TestQueueGroupBodiesBounded(t *testing.T) {
 	}
 	if left := storedBodies(t, st2, k); left != 0 {
 		t.Fatalf("%d bodies left in the restored member's store", left)
+	}
+}
+
+// BenchmarkQueueGroupEnqueue is the apply path of an enqueue on a data
+// group's replica: without a store (every body in RAM), with a store while
+// the queue is within its window (as without), and beyond it (each body
+// written to the store and dropped).
+func BenchmarkQueueGroupEnqueue(b *testing.B) {
+	k := GroupQueueKey{VHost: "/", Name: "q", ID: 1}
+	c := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{RoutingKey: "q", Header: []byte{0, 60}, Body: make([]byte, 16)}}
+	cmd := AppendGroupQueueCmd(nil, k, &c)
+	for _, mode := range []struct {
+		name string
+		keep int
+	}{{"memory", 0}, {"store-window", 1 << 30}, {"store-paged", 1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			g := NewQueueGroup()
+			if mode.keep > 0 {
+				var st *store.Store
+				g, st = bodiesGroup(b, mode.keep)
+				_ = st
+			}
+			g.Apply(1, GroupCreateCmd(k, queue.DefaultConfig()))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				g.Apply(uint64(i+2), cmd)
+			}
+		})
 	}
 }

@@ -44,8 +44,9 @@ import (
 //     (replConsumerID); consume-ok goes out, then OpAttach. Every replica
 //     applies the checkouts the group decides (after each enqueue, attach,
 //     settle, return) and the node that has the consumer writes its
-//     deliveries (observe): the bodies are on every member, so no delivery
-//     crosses the node link.
+//     deliveries (observe; with a store, the group's body runner,
+//     quorumbodies.go): the bodies are on every member, in RAM or its
+//     store, so no delivery crosses the node link.
 //   - basic.ack / nack / reject, a channel closed, basic.cancel: OpSettle,
 //     OpReturn, OpDiscard, OpDetach by message id.
 //   - basic.get, queue.purge: OpGet, OpPurge, answered from the result.
@@ -59,7 +60,7 @@ import (
 // Not yet: dead-lettering from replicated queues (dead letters are
 // dropped), TTL ticks (an expired head goes at the next checkout), the
 // channel-wide prefetch and the outbound-buffer gate (per-consumer
-// prefetch only), x-expires, paging of bodies, nodes that are not members
+// prefetch only), x-expires, nodes that are not members
 // of the queue's group (they refuse to use it).
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
