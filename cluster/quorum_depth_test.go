@@ -18,7 +18,8 @@ func groupSnapshots(n *wnode) []string {
 // 3,000 messages are published to a quorum queue comes back after the
 // leader took a snapshot and truncated its log, so it catches up by
 // snapshot, with the bodies the others hold in their stores (its replica
-// keeps 50 bodies in RAM, as the others do); then the
+// keeps 50 bodies in RAM, as the others do); another member restarted
+// recovers the queue with its bodies in its store; then the
 // leader dies, and a consumer on the member that caught up gets every
 // message, in order, with its body.
 func TestClusterQuorumDeepCatchUp(t *testing.T) {
@@ -58,6 +59,22 @@ func TestClusterQuorumDeepCatchUp(t *testing.T) {
 	}
 	if len(groupSnapshots(n3)) == 0 {
 		t.Fatal("n3 caught up without a snapshot")
+	}
+	// A member killed and restarted recovers the queue from its snapshot
+	// and log, its bodies in its store again, not in RAM.
+	n2 := nodes[1]
+	n2.kill()
+	n2.start()
+	var qi2 struct {
+		Messages int `json:"messages"`
+		PagedOut int `json:"messages_paged_out"`
+	}
+	waitFor(t, "n2 holds the 3,000 messages again", func() bool {
+		_, err := n2.api("GET", "/api/queues/%2F/deep", nil, &qi2)
+		return err == nil && qi2.Messages == rounds*per
+	})
+	if qi2.PagedOut != rounds*per-50 {
+		t.Fatalf("restarted n2 has %d messages paged out, want %d", qi2.PagedOut, rounds*per-50)
 	}
 	n1.kill()
 
