@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/warrenmq/warren/queue"
+	"github.com/warrenmq/warren/store"
 )
 
 // Data groups. In a cluster a quorum queue lives in one of a bounded pool
@@ -41,11 +43,16 @@ import (
 // Every replica applies every command and so holds the same state; Apply's
 // result is the command's effects (a *GroupResult; a []*GroupResult for
 // 'B' and 'O', one per command or queue), which the proposer's node gets.
-// Message bodies are held in memory on every replica (the queue state
-// holds them) until the paging of replicated queues exists.
+// With a store, each replica keeps only a window of each queue's bodies in
+// RAM and the rest in its store (quorumbodies.go).
 //
 // A snapshot holds every queue of the group: count, then per queue (sorted
-// by key) its key and its queue.Snapshot.
+// by key) its key and its queue.Snapshot (a paged-out message as its index
+// only); then, when the group stores bodies, per queue in the same order
+// its id and its stored bodies, streamed:
+//
+//	bodies  (uvarint id(store.ReplID), (uvarint seq, str exchange,
+//	        str routing key, bytes header, bytes body)..., uvarint 0)...
 
 // Group command kinds.
 const (
@@ -121,6 +128,9 @@ type GroupResult struct {
 	Key     GroupQueueKey
 	Effects []queue.Effect
 	Err     error
+	// body, on this node, gets the body of a basic.get's paged-out
+	// message (nil if it could not be read).
+	body chan *queue.Message
 }
 
 // QueueGroup is a data group's state machine (StateMachine): the queues
@@ -134,6 +144,9 @@ type QueueGroup struct {
 	// observe, when set, is called after each command applied, with mu
 	// held (the broker's effect executor on the group's leader).
 	observe func(index uint64, r *GroupResult)
+	// bodies keeps the bodies beyond the window in this node's store
+	// (quorumbodies.go); nil without a store. Not state.
+	bodies *groupBodies
 }
 
 var _ StateMachine = (*QueueGroup)(nil)
@@ -232,11 +245,15 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 			break
 		}
 		if g.queues[r.Key] == nil {
-			g.queues[r.Key] = queue.NewWithConfig(cfg)
+			q := queue.NewWithConfig(cfg)
+			q.SetDeliverPaged(true)
+			g.queues[r.Key] = q
 		}
 	case groupDelete:
 		if g.queues[r.Key] == nil {
 			r.Err = ErrGroupNoQueue
+		} else if g.bodies != nil {
+			g.bodies.dropQueue(r.Key)
 		}
 		delete(g.queues, r.Key)
 	case groupQueue:
@@ -255,6 +272,9 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 		case queue.OpEnqueue, queue.OpAttach, queue.OpSettle, queue.OpReturn, queue.OpDiscard, queue.OpSetConfig:
 			co := queue.Cmd{Op: queue.OpCheckout, Now: qc.Now}
 			r.Effects, _ = q.Apply(&co, r.Effects)
+		}
+		if g.bodies != nil {
+			g.bodies.after(r.Key, q, &qc, r)
 		}
 	default:
 		r.Err = ErrGroupCommand
@@ -299,6 +319,9 @@ func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
 		}
 		c := queue.Cmd{Op: queue.OpCheckout, Now: now}
 		r.Effects, _ = q.Apply(&c, r.Effects)
+		if g.bodies != nil {
+			g.bodies.after(k, q, nil, r)
+		}
 		out = append(out, g.done(index, r))
 	}
 	return out
@@ -346,7 +369,8 @@ func (g *QueueGroup) AppliedIndex() uint64 {
 }
 
 // Snapshot implements StateMachine: every queue's snapshot, encoded now
-// (the state goes on changing while the snapshot is written).
+// (the state goes on changing while the snapshot is written), and with a
+// store a view of the stored bodies as they are now, streamed by WriteTo.
 func (g *QueueGroup) Snapshot() (StateSnapshot, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -363,44 +387,179 @@ func (g *QueueGroup) Snapshot() (StateSnapshot, error) {
 		b = g.queues[k].AppendSnapshot(b)
 		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	}
-	return bytesSnapshot(b), nil
+	if g.bodies == nil {
+		return bytesSnapshot(b), nil
+	}
+	view, err := g.bodies.st.OpenReplView()
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, len(keys))
+	for i, k := range keys {
+		ids[i] = g.bodies.replID(k)
+	}
+	return &groupSnapshot{index: b, view: view, ids: ids}, nil
 }
 
-// Restore implements StateMachine.
-func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
+// groupSnapshot is a group's snapshot with stored bodies: the queues'
+// snapshots, then their bodies read from view.
+type groupSnapshot struct {
+	index []byte
+	view  *store.ReplView
+	ids   []uint64
+}
+
+func (s *groupSnapshot) WriteTo(w io.Writer) (int64, error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	n, err := bw.Write(s.index)
+	total := int64(n)
+	var buf []byte
+	for _, id := range s.ids {
+		if err != nil {
+			break
+		}
+		buf = appendU(buf[:0], id)
+		n, err = bw.Write(buf)
+		total += int64(n)
+		if err != nil {
+			break
+		}
+		err = s.view.Each(id, func(seq uint64, m *store.Message) error {
+			buf = appendU(buf[:0], seq)
+			buf = appendS(buf, m.Exchange)
+			buf = appendS(buf, m.RoutingKey)
+			buf = appendS(buf, m.Header)
+			buf = appendS(buf, m.Body)
+			n, err := bw.Write(buf)
+			total += int64(n)
+			return err
+		})
+		if err == nil {
+			n, err = bw.Write([]byte{0})
+			total += int64(n)
+		}
 	}
-	d := linkDecoder{b: b}
-	n := d.u()
-	if d.err != nil || n > uint64(len(d.b)) {
-		return fmt.Errorf("%w: snapshot header", ErrGroupCommand)
+	if err == nil {
+		err = bw.Flush()
+	}
+	return total, err
+}
+
+func (s *groupSnapshot) Release() { s.view.Close() }
+
+// maxSnapshotQueue bounds one queue's snapshot, and a body, in a group
+// snapshot being restored.
+const maxSnapshotQueue = 1 << 31
+
+// Restore implements StateMachine. It reads the snapshot as a stream:
+// the queues' snapshots, then their bodies, which go to the store (the
+// group's earlier bodies dropped first) or, without one, back into the
+// queues.
+func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return fmt.Errorf("%w: snapshot header: %v", ErrGroupCommand, err)
+	}
+	if n > 1<<24 {
+		return fmt.Errorf("%w: snapshot of %d queues", ErrGroupCommand, n)
 	}
 	queues := make(map[GroupQueueKey]*queue.Queue, n)
+	byID := make(map[uint64]*queue.Queue, n)
+	var buf []byte
 	for range n {
-		k := readGroupKey(&d)
-		if d.err != nil || len(d.b) < 4 {
-			return fmt.Errorf("%w: snapshot key", ErrGroupCommand)
+		var k GroupQueueKey
+		vh, err1 := readStreamBytes(br, 1<<16)
+		name, err2 := readStreamBytes(br, 1<<16)
+		id, err3 := binary.ReadUvarint(br)
+		var size [4]byte
+		_, err4 := io.ReadFull(br, size[:])
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return fmt.Errorf("%w: snapshot key: %v", ErrGroupCommand, err)
 		}
-		size := binary.BigEndian.Uint32(d.b)
-		if uint64(size) > uint64(len(d.b)-4) {
+		k = GroupQueueKey{VHost: string(vh), Name: string(name), ID: id}
+		sz := binary.BigEndian.Uint32(size[:])
+		if uint64(sz) > maxSnapshotQueue {
 			return fmt.Errorf("%w: snapshot of queue %s", ErrGroupCommand, k)
 		}
+		buf = slices.Grow(buf[:0], int(sz))[:sz]
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return fmt.Errorf("%w: snapshot of queue %s: %v", ErrGroupCommand, k, err)
+		}
 		q := queue.New()
-		if err := q.RestoreSnapshot(d.b[4 : 4+size]); err != nil {
+		if err := q.RestoreSnapshot(buf); err != nil {
 			return fmt.Errorf("broker: data group snapshot of queue %s: %w", k, err)
 		}
+		q.SetDeliverPaged(true)
 		queues[k] = q
-		d.b = d.b[4+size:]
+		if g.bodies != nil {
+			byID[g.bodies.replID(k)] = q
+		} else {
+			byID[k.ID] = q
+		}
 	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d bytes after the snapshot", ErrGroupCommand, len(d.b))
+	if g.bodies != nil {
+		g.bodies.reset()
+		if err := g.bodies.st.RemoveReplGroup(g.bodies.group); err != nil {
+			return fmt.Errorf("broker: data group snapshot: %w", err)
+		}
+	}
+	// The bodies: stored, or given back to the queues (a group without a
+	// store restoring a snapshot from one with).
+	for {
+		id, err := binary.ReadUvarint(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%w: snapshot bodies: %v", ErrGroupCommand, err)
+		}
+		q := byID[id]
+		if g.bodies == nil {
+			q = byID[id&(1<<48-1)]
+		}
+		for {
+			seq, err := binary.ReadUvarint(br)
+			if err != nil {
+				return fmt.Errorf("%w: snapshot bodies: %v", ErrGroupCommand, err)
+			}
+			if seq == 0 {
+				break
+			}
+			var f [4][]byte
+			for i := range f {
+				if f[i], err = readStreamBytes(br, maxSnapshotQueue); err != nil {
+					return fmt.Errorf("%w: snapshot body: %v", ErrGroupCommand, err)
+				}
+			}
+			m := &store.Message{Exchange: string(f[0]), RoutingKey: string(f[1]), Header: f[2], Body: f[3]}
+			switch {
+			case g.bodies != nil:
+				g.bodies.st.PutReplBody(id, seq, m)
+			case q != nil:
+				q.PageIn(seq, replMessage(m))
+			}
+		}
 	}
 	g.mu.Lock()
 	g.queues, g.last = queues, index
 	g.mu.Unlock()
 	return nil
+}
+
+// readStreamBytes reads a uvarint length (at most max) and that many
+// bytes.
+func readStreamBytes(r *bufio.Reader, max uint64) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if n > max {
+		return nil, fmt.Errorf("a field of %d bytes", n)
+	}
+	b := make([]byte, n)
+	_, err = io.ReadFull(r, b)
+	return b, err
 }
 
 // snapshotBytes is the group's snapshot as bytes (tests, comparisons).

@@ -45,8 +45,9 @@ import (
 //     (replConsumerID); consume-ok goes out, then OpAttach. Every replica
 //     applies the checkouts the group decides (after each enqueue, attach,
 //     settle, return) and the node that has the consumer writes its
-//     deliveries (observe): the bodies are on every member, so no delivery
-//     crosses the node link.
+//     deliveries (observe; with a store, the group's body runner,
+//     quorumbodies.go): the bodies are on every member, in RAM or its
+//     store, so no delivery crosses the node link.
 //   - basic.ack / nack / reject, a channel closed, basic.cancel: OpSettle,
 //     OpReturn, OpDiscard, OpDetach by message id.
 //   - basic.get, queue.purge: OpGet, OpPurge, answered from the result.
@@ -60,7 +61,7 @@ import (
 // Not yet: dead-lettering from replicated queues (dead letters are
 // dropped), TTL ticks (an expired head goes at the next checkout), the
 // channel-wide prefetch and the outbound-buffer gate (per-consumer
-// prefetch only), x-expires, paging of bodies, nodes that are not members
+// prefetch only), x-expires, nodes that are not members
 // of the queue's group (they refuse to use it).
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
@@ -170,11 +171,16 @@ func (b *Broker) replicated() bool { return b.cfg.QuorumGroups != nil && b.cfg.N
 // deliveries to this node's consumers the broker writes.
 func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	m := NewQueueGroup()
+	m.setBodies(b.newGroupBodies(g))
 	r := &b.repl
 	r.mu.Lock()
 	r.machines[g] = m
 	r.mu.Unlock()
-	m.Observe(func(_ uint64, res *GroupResult) { b.observe(res) })
+	m.Observe(func(_ uint64, res *GroupResult) {
+		if m.bodies == nil { // else the bodies' runner delivers (after)
+			b.observe(res)
+		}
+	})
 	return m
 }
 
@@ -805,6 +811,12 @@ func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
+	if e.Msg == nil && res.body != nil {
+		e.Msg = <-res.body // paged out: read by the group's body runner
+	}
+	if e.Msg == nil {
+		return amqp.Errorf(amqp.InternalError, amqp.ClassBasic, 70, "quorum queue '%s': message %d could not be read", qe.name, e.Seq)
+	}
 	ready, _ := ch.c.b.replCounts(qe)
 	if ch.sendGetOk(qe, e.Seq, m.NoAck, e.Redelivered, qe.deliveryMessage(e, true), ready) {
 		ch.c.out.wake()
@@ -1031,6 +1043,7 @@ func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
 	r.mu.Unlock()
 	if m != nil {
 		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
+		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes = m.bytes(qe.repl.key)
 	}
 	qg := b.cfg.QuorumGroups
 	qi.Leader = qg.LeaderName(qe.repl.group)

@@ -199,5 +199,10 @@
 // RaftStore keeps a group's log entries and its term and vote in one ordered
 // log of the node's store (store/doc.go), so all groups' appends share the
 // store's group-commit writer. Snapshots use Raft's FileSnapshotStore in a
-// directory per group (a store-backed snapshot store may follow).
+// directory per group (a store-backed snapshot store may follow). A data
+// group's snapshot carries the bodies its members keep in their stores
+// rather than in RAM (broker/quorumbodies.go), streamed into the snapshot;
+// its log is truncated behind each snapshot like the metadata group's
+// (SnapshotThreshold, TrailingLogs), and a member further behind than the
+// trailing entries catches up by snapshot (quorum_depth_test.go).
 package cluster

@@ -86,7 +86,9 @@
 //     Get stop at a paged-out head until it is paged in: the order in
 //     which messages leave never depends on paging; when they leave, and
 //     so to which consumer, does. A snapshot records a paged-out message
-//     without its body.
+//     without its body. An owner that sets SetDeliverPaged (a replicated
+//     queue) has paged-out messages delivered like the others, with a nil
+//     Entry.Msg, so that dispatch does not depend on paging at all.
 //
 // Streams (stream.go) are a separate state machine (Stream) of the same
 // shape (stream_command.go): StreamCmd values — StreamAppend,

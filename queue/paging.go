@@ -15,6 +15,26 @@ import "sort"
 // it is never delivered: Dispatch and Get stop at a paged-out head
 // (HeadPaged) until it is paged in.
 
+// SetDeliverPaged sets whether dispatch and Get hand out a paged-out
+// message (with a nil Entry.Msg; the owner reads its body before it
+// writes the delivery) rather than stop at it. A replicated queue needs
+// it: which bodies a replica holds in RAM is its own business, and must
+// not change what the queue decides. The setting is the owner's, not
+// state: a snapshot does not record it. Only queues without priorities
+// and message groups should page out with it (a paged-out message's lane
+// is known by its body).
+func (q *Queue) SetDeliverPaged(on bool) { q.deliverPaged = on }
+
+// Newest returns the newest ready message of a queue without priorities
+// (the tail of its ready list) and its id, or a nil message.
+func (q *Queue) Newest() (uint64, *Message) {
+	if q.base.ready.n == 0 {
+		return 0, nil
+	}
+	s := q.base.ready.at(q.base.ready.n - 1)
+	return s.seq, s.msg
+}
+
 // PageRef names a paged-out message for the owner to read back.
 type PageRef struct {
 	Seq uint64

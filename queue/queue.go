@@ -59,6 +59,10 @@ type Queue struct {
 	// Config.DedupSize (msgdedup.go), nil otherwise.
 	dedup *Dedup
 	holes int
+	// deliverPaged, set by the owner (not state), makes dispatch and Get
+	// hand out paged-out messages (Entry.Msg nil) instead of stopping at
+	// them (SetDeliverPaged).
+	deliverPaged bool
 }
 
 // New returns an empty queue with the default configuration: no TTL, no
@@ -235,7 +239,7 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 		if now != 0 {
 			q.expireNext(now, dls)
 		}
-		if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
+		if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil && !q.deliverPaged) {
 			return out
 		}
 		var c *Consumer
@@ -266,7 +270,7 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 		} else {
 			h = q.next().head()
 		}
-		if h.msg == nil {
+		if h.msg == nil && !q.deliverPaged {
 			return out // paged out: the owner pages it in, then dispatches again
 		}
 		size := int(h.size)
@@ -359,7 +363,7 @@ func appendDelivery(out []Delivery, c *Consumer, s *slot) []Delivery {
 // Get returns false also when the next message is paged out (HeadPaged):
 // the owner pages it in and asks again.
 func (q *Queue) Get(noAck bool) (Entry, bool) {
-	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
+	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil && !q.deliverPaged) {
 		return Entry{}, false
 	}
 	e := q.take()

@@ -64,6 +64,12 @@
 //	'p' pageID(8) seq(8)            message paged out of RAM by Spill (paging.go); these
 //	                                live as long as the process: Open deletes them all;
 //	                                a large body has chunks here too ('b' i(4))
+//	'q' group(2) queue(6) seq(8)    body of message seq of a replicated quorum queue
+//	                                (ReplID: data group, queue definition id), this
+//	                                member's copy beyond its memory window
+//	                                (replbodies.go); written unsynced (the group's log
+//	                                and snapshots hold it durably), dropped by group
+//	                                when a snapshot is restored; chunks as above
 //	's' queueID(8) 'c' offset(8)    header of the stream chunk starting at offset
 //	's' queueID(8) 'd' offset(8)    messages of that chunk
 //	's' queueID(8) 'd' offset(8) 'b' i(4)  chunk i of those messages, when over 4 MiB
@@ -108,7 +114,8 @@
 // count of str. Payloads by key:
 //
 //	schema-version, counter   uvarint
-//	message                   uvarint deliveries, uvarint expires (unix ms, 0 = never),
+//	message (also a spilled or
+//	replicated body)          uvarint deliveries, uvarint expires (unix ms, 0 = never),
 //	                          str exchange, str routing key,
 //	                          bytes content header, body (the rest of the value)
 //	message (version 2)       the same up to the content header, then uvarint body

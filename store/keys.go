@@ -8,6 +8,7 @@ const (
 	prefixDef     = 'd' // 'd' kind id(8) → definition record
 	prefixMsg     = 'm' // 'm' queue(8) seq(8) → message; + 'd' → delivery mark
 	prefixSpill   = 'p' // 'p' page(8) seq(8) → message paged out of RAM (this run only)
+	prefixRepl    = 'q' // 'q' group(2) queue(6) seq(8) → body of a replicated queue's message
 	markSuffix    = 'd'
 )
 

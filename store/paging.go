@@ -59,6 +59,15 @@ func (s *Store) RemoveSpilled(pageID uint64) error {
 // before the call is found. The Messages belong to fn; delivery counts are
 // not read (the caller's index has them).
 func (s *Store) ReadMessages(id uint64, spilled bool, seqs []uint64, fn func(seq uint64, m *Message)) error {
+	p := byte(prefixMsg)
+	if spilled {
+		p = prefixSpill
+	}
+	return s.readMessages(p, id, seqs, fn)
+}
+
+// readMessages is ReadMessages of the records under prefix p id(8).
+func (s *Store) readMessages(p byte, id uint64, seqs []uint64, fn func(seq uint64, m *Message)) error {
 	s.lifeMu.RLock()
 	defer s.lifeMu.RUnlock()
 	if s.closed {
@@ -67,11 +76,7 @@ func (s *Store) ReadMessages(id uint64, spilled bool, seqs []uint64, fn func(seq
 	if err := s.Flush(); err != nil {
 		return err
 	}
-	prefix := []byte{prefixMsg}
-	if spilled {
-		prefix[0] = prefixSpill
-	}
-	prefix = binary.BigEndian.AppendUint64(prefix, id)
+	prefix := binary.BigEndian.AppendUint64([]byte{p}, id)
 	s.activity.Add(1)
 	txn := s.db.NewTransaction(false)
 	defer txn.Discard()
@@ -101,7 +106,7 @@ func (s *Store) ReadMessages(id uint64, spilled bool, seqs []uint64, fn func(seq
 		}
 		if err != nil {
 			s.log.Warn("skipping corrupt message", zap.Uint64("queue-id", id), zap.Uint64("seq", seq),
-				zap.Bool("spilled", spilled), zap.Error(err))
+				zap.String("prefix", string(p)), zap.Error(err))
 			m = nil
 		}
 		fn(seq, m)

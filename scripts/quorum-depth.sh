@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# RSS per node of a 3-node cluster holding one deep quorum queue: Warren
+# against RabbitMQ on this machine (issue: "RSS per node with 1,000,000
+# messages queued").
+#
+# For each system in SYSTEMS ("rabbit warren"), one after the other: start a
+# 3-node cluster (RabbitMQ with scripts/rabbitmq-cluster.sh; Warren from
+# WARREN_BIN, or a build of this checkout, three processes on 127.0.0.1 with
+# data dirs in a temp dir), declare the quorum queue "depth" through node 1's
+# management API, publish MESSAGES (1,000,000) persistent messages of SIZE
+# (16) bytes to it through node 1 with `warren bench` (1 producer, confirms,
+# CONFIRM (1000) outstanding, no consumer), wait until every node's
+# management API reports them queued, SETTLE (20) s more, then read each
+# node's RSS (VmRSS of the process: RabbitMQ's Erlang VM, Warren's process).
+# Prints one line per system and the Warren / RabbitMQ ratio:
+#
+#   bash scripts/quorum-depth.sh
+#   SYSTEMS=warren MESSAGES=200000 bash scripts/quorum-depth.sh
+#
+# WARREN_FLAGS adds flags to every Warren node. Nothing but 127.0.0.1 is
+# contacted; everything started is stopped on exit.
+set -euo pipefail
+if [ -n "${WARREN_BIN:-}" ]; then WARREN_BIN=$(realpath "$WARREN_BIN"); fi
+cd "$(dirname "$0")/.."
+
+SYSTEMS=${SYSTEMS:-rabbit warren}
+MESSAGES=${MESSAGES:-1000000}
+SIZE=${SIZE:-16}
+CONFIRM=${CONFIRM:-1000}
+SETTLE=${SETTLE:-20}
+W_AMQP=${W_AMQP:-5830} W_HTTP=${W_HTTP:-15830} W_CLUSTER=${W_CLUSTER:-25830}
+
+log() { printf '[quorum-depth %4ds] %s\n' "$SECONDS" "$*" >&2; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+
+TMP=$(mktemp -d /tmp/warren-quorum-depth.XXXXXX)
+declare -A WPID=()
+
+export STATE="$TMP/rabbit"
+RMQC_SOURCE=1 source scripts/rabbitmq-cluster.sh
+
+rabbit_start() { rmqc_start; }
+rabbit_stop() { rmqc_stop >/dev/null 2>&1 || true; }
+rabbit_pid() { rmqc_pid "$1"; }
+rabbit_uri() { rmqc_uri "$1"; }
+rabbit_http() { echo "127.0.0.1:$((MGMT_BASE + $1))"; }
+
+warren_uri() { echo "amqp://guest:guest@127.0.0.1:$((W_AMQP + $1))"; }
+warren_http() { echo "127.0.0.1:$((W_HTTP + $1))"; }
+warren_pid() { echo "${WPID[$1]}"; }
+warren_boot() {
+  local i=$1 join=()
+  [ "$i" = 1 ] || join=(--join "127.0.0.1:$((W_CLUSTER + 1))")
+  "$W" --amqp-addr "127.0.0.1:$((W_AMQP + i))" --http-addr "127.0.0.1:$((W_HTTP + i))" \
+    --metrics-addr - --data-dir "$TMP/warren/node$i" --log-level warn \
+    --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
+    --cluster-advertise "127.0.0.1:$((W_CLUSTER + i))" --cluster-secret-file "$TMP/warren/secret" \
+    "${join[@]}" ${WARREN_FLAGS:-} >>"$TMP/warren/node$i.log" 2>&1 &
+  WPID[$i]=$!
+  for _ in $(seq 600); do
+    port_open $((W_AMQP + i)) && return 0
+    kill -0 "${WPID[$i]}" 2>/dev/null || { log "warren node $i exited:"; tail -n 20 "$TMP/warren/node$i.log" >&2; return 1; }
+    sleep 0.1
+  done
+  log "warren node $i: AMQP port never opened"; return 1
+}
+warren_start() {
+  mkdir -p "$TMP/warren"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -dc 'a-f0-9' >"$TMP/warren/secret"
+  chmod 400 "$TMP/warren/secret"
+  local i
+  for i in 1 2 3; do warren_boot "$i"; done
+}
+warren_stop() {
+  local i
+  for i in "${!WPID[@]}"; do kill -TERM "${WPID[$i]}" 2>/dev/null || true; done
+  for i in "${!WPID[@]}"; do wait "${WPID[$i]}" 2>/dev/null || true; done
+  WPID=()
+}
+
+cleanup() {
+  set +e
+  warren_stop
+  rabbit_stop
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -n "${WARREN_BIN:-}" ]; then
+  W=$WARREN_BIN
+else
+  log "building warren"
+  CGO_ENABLED=0 go build -trimpath -o "$TMP/warren-bin" ./cmd/warren
+  W="$TMP/warren-bin"
+fi
+
+# queued HTTP: the messages the node's management API reports in "depth".
+queued() {
+  curl -fsS -u guest:guest "http://$1/api/queues/%2F/depth" 2>/dev/null | grep -o '"messages":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+declare -A RESULT=()
+for s in $SYSTEMS; do
+  log "$s: starting three nodes"
+  "${s}_start"
+  # The quorum queue, declared once the cluster (and its data groups)
+  # take it.
+  for _ in $(seq 240); do
+    curl -fsS -u guest:guest -X PUT -H 'content-type: application/json' \
+      -d '{"durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum"}}' \
+      "http://$("${s}_http" 1)/api/queues/%2F/depth" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  log "$s: publishing $MESSAGES messages of $SIZE B with confirms"
+  start=$SECONDS
+  "$W" bench --uri "$("${s}_uri" 1)" --producers 1 --consumers 0 --predeclared --queue-pattern depth \
+    --exchange amq.default --routing-key depth --size "$SIZE" --persistent --confirm "$CONFIRM" \
+    --pmessages "$MESSAGES" --json >"$TMP/$s.bench" 2>"$TMP/$s.bench.err" || { log "$s: bench failed"; tail "$TMP/$s.bench.err" >&2; exit 1; }
+  log "$s: published in $((SECONDS - start)) s"
+  for i in 1 2 3; do
+    for _ in $(seq 600); do
+      [ "$(queued "$("${s}_http" "$i")")" = "$MESSAGES" ] && break
+      sleep 1
+    done
+  done
+  sleep "$SETTLE"
+  line="$s:"
+  for i in 1 2 3; do
+    line="$line node$i $(rss_mib "$("${s}_pid" "$i")") MiB (queued $(queued "$("${s}_http" "$i")"))"
+    RESULT[$s$i]=$(rss_mib "$("${s}_pid" "$i")")
+  done
+  echo "$line"
+  "${s}_stop"
+done
+
+if [ -n "${RESULT[rabbit1]:-}" ] && [ -n "${RESULT[warren1]:-}" ]; then
+  for i in 1 2 3; do
+    awk -v r="${RESULT[rabbit$i]}" -v w="${RESULT[warren$i]}" -v i="$i" 'BEGIN { printf "node%d Warren/RabbitMQ RSS: %.3f\n", i, w / r }'
+  done
+fi
