@@ -179,6 +179,10 @@ func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter,
 // Dead letters it causes are routed in turn. Call with no lock held.
 func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	b := qe.vhost.b
+	if qe.repl != nil {
+		b.enqueueRepl(qe, msg)
+		return
+	}
 	qe.mu.Lock()
 	if qe.deleted {
 		qe.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 //	            flags(1: persistent 1, report enqueued 2) priority(1)
 //	attach      consumer tag prefetch priority flags(1: noack 1, exclusive 2)
 //	detach      consumer
-//	get         noack(1)
+//	get         flags(1: noack 1, holder follows 2) [holder]
 //	settle, return, discard
 //	            count ids... (count 0: one id follows, Cmd.Seq)
 //	purge       max
@@ -59,7 +59,12 @@ func AppendCmd(b []byte, cmd *Cmd) []byte {
 	case OpDetach:
 		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 	case OpGet:
-		b = append(b, boolByte(cmd.NoAck))
+		if cmd.Consumer == 0 {
+			b = append(b, boolByte(cmd.NoAck))
+			break
+		}
+		b = append(b, boolByte(cmd.NoAck)|2)
+		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 	case OpSettle, OpReturn, OpDiscard:
 		if len(cmd.Seqs) == 0 {
 			b = append(b, 0)
@@ -124,7 +129,11 @@ func DecodeCmd(b []byte) (Cmd, error) {
 	case OpDetach:
 		cmd.Consumer = ConsumerID(r.uvarint())
 	case OpGet:
-		cmd.NoAck = r.bool()
+		f := r.byte()
+		cmd.NoAck = f&1 != 0
+		if f&2 != 0 {
+			cmd.Consumer = ConsumerID(r.uvarint())
+		}
 	case OpSettle, OpReturn, OpDiscard:
 		n := r.count()
 		if n == 0 {

@@ -56,7 +56,7 @@ func canonical(c Cmd) Cmd {
 	case OpDetach:
 		out.Consumer = c.Consumer
 	case OpGet:
-		out.NoAck = c.NoAck
+		out.NoAck, out.Consumer = c.NoAck, c.Consumer
 	case OpSettle, OpReturn, OpDiscard:
 		out.Seq, out.Seqs = c.Seq, c.Seqs
 		if len(c.Seqs) > 0 {

@@ -42,7 +42,10 @@ const (
 	// (EffDeliver; expired heads become EffDeadLetter).
 	OpCheckout
 	// OpGet takes the next ready message for basic.get at Now (EffDeliver
-	// with Consumer 0), held unless NoAck.
+	// with Consumer 0), held unless NoAck: by Consumer when it is set (an
+	// id naming the getter's node and process, so that HeldBy finds it
+	// when that node is gone; not in a queue with message groups), by no
+	// consumer otherwise.
 	OpGet
 	// OpSettle acknowledges the delivery of message Seq (EffSettled).
 	OpSettle
@@ -181,7 +184,7 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 			q.expireNext(cmd.Now, &dls)
 		}
 		out = appendDeadLetters(out, dls)
-		if e, ok := q.Get(cmd.NoAck); ok {
+		if e, ok := q.getBy(cmd.NoAck, cmd.Consumer); ok {
 			out = append(out, Effect{Kind: EffDeliver, Entry: e})
 		}
 		return out, nil

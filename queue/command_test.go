@@ -143,3 +143,37 @@ func TestTouchTakesExpiryBack(t *testing.T) {
 		t.Fatalf("second expiry: %+v", out)
 	}
 }
+
+// TestGetHeldByGetter: a basic.get through OpGet with a holder id is held
+// by it, so that HeldBy finds it (the getter's node died) and OpReturn
+// puts it back; without one it is held by no consumer.
+func TestGetHeldByGetter(t *testing.T) {
+	q := New()
+	for range 2 {
+		q.Publish(&Message{Body: []byte("m")})
+	}
+	const getter = ConsumerID(7 << 40)
+	effs, _ := q.Apply(&Cmd{Op: OpGet, Consumer: getter | 1}, nil)
+	if len(effs) != 1 || effs[0].Kind != EffDeliver {
+		t.Fatalf("get: %+v", effs)
+	}
+	q.Apply(&Cmd{Op: OpGet}, nil)
+	held := q.HeldBy(0xFF<<40, getter, nil)
+	if len(held) != 1 || held[0] != effs[0].Entry.Seq {
+		t.Fatalf("held by the getter's node: %v, want [%d]", held, effs[0].Entry.Seq)
+	}
+	if ids := q.HolderIDs(nil); len(ids) != 1 || ids[0] != getter|1 {
+		t.Fatalf("holders %v", ids)
+	}
+	r := New()
+	if err := r.RestoreSnapshot(q.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.HeldBy(0xFF<<40, getter, nil); len(got) != 1 {
+		t.Fatalf("after a snapshot: held by the getter %v", got)
+	}
+	q.Apply(&Cmd{Op: OpReturn, Seqs: held}, nil)
+	if q.Ready() != 1 || q.Unacked() != 1 {
+		t.Fatalf("ready %d unacked %d after the return", q.Ready(), q.Unacked())
+	}
+}

@@ -135,6 +135,9 @@ func (w *workload) next() Cmd {
 	case k < 65:
 		cmd.Op = OpGet
 		cmd.NoAck = r.IntN(3) == 0
+		if r.IntN(2) == 0 {
+			cmd.Consumer = 1<<40 | ConsumerID(r.IntN(3)) // a getter's node and process
+		}
 	case k < 88:
 		ids := heldIDs(w.q)
 		if len(ids) == 0 {
