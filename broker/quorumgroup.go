@@ -123,6 +123,8 @@ type GroupResult struct {
 	Err     error
 	// Detached are the consumers an 'O' command detached from the queue.
 	Detached []queue.ConsumerID
+	// Now is the command's time (unix ms; 0: none).
+	Now int64
 }
 
 // QueueGroup is a data group's state machine (StateMachine): the queues
@@ -259,6 +261,7 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 			r.Err = ErrGroupCommand
 			break
 		}
+		r.Now = qc.Now
 		r.Effects, r.Err = q.Apply(&qc, nil)
 		if (qc.Op == queue.OpEnqueue && qc.TTL >= 0) || (qc.Op == queue.OpSetConfig && timedConfig(&qc.Config)) {
 			g.timed[r.Key] = true
@@ -293,7 +296,7 @@ func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
 		q := g.queues[k]
 		ids = q.ConsumerIDs(ids[:0])
 		seqs := q.HeldBy(mask, value, nil)
-		r := &GroupResult{Key: k}
+		r := &GroupResult{Key: k, Now: now}
 		touched := len(seqs) > 0
 		for _, id := range ids {
 			if id&mask == value {

@@ -56,11 +56,27 @@ import (
 // (replWatch), propose 'O' for that node's consumers: detached, and what
 // they held returned (redelivered, x-delivery-count incremented).
 //
-// Not yet: dead-lettering from replicated queues (dead letters are
-// dropped), TTL ticks (an expired head goes at the next checkout), the
-// channel-wide prefetch and the outbound-buffer gate (per-consumer
-// prefetch only), x-expires, paging of bodies, nodes that are not members
-// of the queue's group (they refuse to use it).
+// A consumer of this node that an 'O' detached while it lives on here (the
+// leader lost sight of this node: a partition) is attached again once this
+// node applies the 'O'. Settlements and detaches that the group did not
+// take (no quorum reachable) are proposed again until it does
+// (submitRetried); a basic.get is held by this process's getter id
+// (replGetterID), so it comes back like a consumer's delivery.
+//
+// Time: the leader of each group proposes OpTick, with its clock's time in
+// the command, for the queues whose next expiry or x-expires is due
+// (tickGroups, from replWatch's timer; a group without such queues costs
+// nothing), so every replica expires the same messages. Dead letters
+// (expired, rejected, maxlen, delivery_limit) and a queue's expiry are
+// carried out by the node that leads the group when it applies the
+// command (observe, deadLoop): at most once, x-dead-letter-strategy's
+// default — a dead letter decided while the leadership changes hands may
+// be republished by neither node. x-dead-letter-strategy at-least-once is
+// not supported: such a queue behaves as at-most-once.
+//
+// Not yet: the channel-wide prefetch and the outbound-buffer gate
+// (per-consumer prefetch only), paging of bodies, nodes that are not
+// members of the queue's group (they refuse to use it).
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
 // cluster package's DataGroups).
@@ -650,18 +666,26 @@ func (b *Broker) submitRetried(qe *queueEntity, cmd []byte) {
 // the run. Nothing waits for the result: a settlement the group did not
 // take leaves the delivery held by its consumer until the consumer goes.
 func (ch *channel) settleRepl(op queue.Op, ps []pending, i int) int {
-	qe := ps[i].qe
+	qe, cons := ps[i].qe, ps[i].cons
 	j := i
 	seqs := make([]uint64, 0, len(ps)-i)
-	for ; j < len(ps) && ps[j].qe == qe; j++ {
+	for ; j < len(ps) && ps[j].qe == qe && ps[j].cons == cons; j++ {
 		seqs = append(seqs, ps[j].seq)
 	}
-	qe.vhost.b.settleReplSeqs(qe, op, seqs)
+	b := qe.vhost.b
+	holder := b.replGetterID()
+	if cons != nil {
+		holder = cons.ID
+	}
+	b.settleReplSeqs(qe, op, seqs, holder)
 	return j
 }
 
-func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64) {
-	c := queue.Cmd{Op: op, Now: nowMs()}
+// settleReplSeqs proposes op for the deliveries seqs of qe held by
+// holder (the group passes over those it no longer holds: returned when
+// its node was out of sight, maybe delivered to another consumer since).
+func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64, holder queue.ConsumerID) {
+	c := queue.Cmd{Op: op, Now: nowMs(), Consumer: holder}
 	if len(seqs) == 1 {
 		c.Seq = seqs[0]
 	} else {
@@ -720,10 +744,17 @@ func (b *Broker) observe(g uint64, res *GroupResult) {
 		r.mu.Lock()
 		cons := r.consumers[f.Consumer]
 		r.mu.Unlock()
-		if cons != nil {
+		if cons != nil && res.Now != 0 && nowMs()-res.Now > replLateMs {
+			// Decided long ago: this node was cut off meanwhile, and
+			// the group may have returned it and handed it to another
+			// consumer since. Returned if cons still holds it.
+			if !cons.NoAck {
+				b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
+			}
+		} else if cons != nil {
 			cons.ch.deliverRepl(cons, &f.Entry)
 		} else if uint64(f.Consumer&replProcMask) == r.prefix {
-			b.returnOrphan(res.Key, f.Entry.Seq)
+			b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
 		}
 	}
 	for _, id := range res.Detached {
@@ -736,10 +767,18 @@ func (b *Broker) observe(g uint64, res *GroupResult) {
 	}
 }
 
-// returnOrphan returns the delivery seq of queue k to a consumer of this
-// process that is gone here. It runs under the group's lock: it only
-// submits.
-func (b *Broker) returnOrphan(k GroupQueueKey, seq uint64) {
+// replLateMs is how old (by the command's time) a delivery this node
+// applies may be and still be written to its consumer: one older was
+// decided while this node could not apply it (cut off, catching up), and
+// an 'O' may have returned it since; it is returned instead (if its
+// consumer still holds it), and comes again flagged redelivered. Nodes'
+// clocks must agree to well within this.
+const replLateMs = 2000
+
+// returnOrphan returns the delivery seq of queue k held by holder, a
+// consumer of this process that is gone here (or that gets it late). It
+// runs under the group's lock: it only submits.
+func (b *Broker) returnOrphan(k GroupQueueKey, seq uint64, holder queue.ConsumerID) {
 	v := b.vhost(k.VHost)
 	if v == nil {
 		return
@@ -750,7 +789,7 @@ func (b *Broker) returnOrphan(k GroupQueueKey, seq uint64) {
 	if qe == nil || qe.repl == nil || qe.repl.key != k {
 		return
 	}
-	c := queue.Cmd{Op: queue.OpReturn, Now: nowMs(), Seq: seq}
+	c := queue.Cmd{Op: queue.OpReturn, Now: nowMs(), Seq: seq, Consumer: holder}
 	b.submitRetried(qe, qe.queueCmd(&c))
 }
 
@@ -784,7 +823,7 @@ func (ch *channel) deliverRepl(cons *consumer, e *queue.Entry) {
 	if ch.closed || ch.consumers[cons.Tag] != cons {
 		ch.mu.Unlock()
 		if !cons.NoAck {
-			qe.vhost.b.settleReplSeqs(qe, queue.OpReturn, []uint64{e.Seq})
+			qe.vhost.b.settleReplSeqs(qe, queue.OpReturn, []uint64{e.Seq}, cons.ID)
 		}
 		return
 	}

@@ -58,7 +58,7 @@ func canonical(c Cmd) Cmd {
 	case OpGet:
 		out.NoAck, out.Consumer = c.NoAck, c.Consumer
 	case OpSettle, OpReturn, OpDiscard:
-		out.Seq, out.Seqs = c.Seq, c.Seqs
+		out.Seq, out.Seqs, out.Consumer = c.Seq, c.Seqs, c.Consumer
 		if len(c.Seqs) > 0 {
 			out.Seq = 0
 		}

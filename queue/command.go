@@ -101,7 +101,10 @@ type Cmd struct {
 	// of several deliveries, settled (returned, discarded) in that order
 	// by one command (an ack with multiple=true). An id that is not held
 	// is passed over; Apply then reports ErrUnknownMessage, having applied
-	// the others.
+	// the others. With Consumer set, only the deliveries held by that
+	// consumer count (a settlement that comes after the delivery was
+	// returned and handed to another consumer is passed over; one held
+	// by no consumer, a basic.get's, counts).
 	Seq  uint64
 	Seqs []uint64
 
@@ -190,11 +193,18 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		return out, nil
 	case OpSettle, OpReturn, OpDiscard:
 		if cmd.Seqs == nil {
+			if cmd.Consumer != 0 && !q.heldBy(cmd.Seq, cmd.Consumer) {
+				return out, ErrUnknownMessage
+			}
 			return q.applySettle(cmd.Op, cmd.Seq, cmd.Now, out)
 		}
 		var err error
 		for _, seq := range cmd.Seqs {
 			var e error
+			if cmd.Consumer != 0 && !q.heldBy(seq, cmd.Consumer) {
+				err = ErrUnknownMessage
+				continue
+			}
 			if out, e = q.applySettle(cmd.Op, seq, cmd.Now, out); e != nil {
 				err = e
 			}
@@ -227,6 +237,13 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		return out, nil
 	}
 	return out, ErrUnknownCommand
+}
+
+// heldBy reports whether delivery seq is held by consumer id, or by no
+// consumer (a basic.get whose holder is not recorded).
+func (q *Queue) heldBy(seq uint64, id ConsumerID) bool {
+	h, ok := q.held.get(seq)
+	return ok && (h.c == nil || h.c.ID == id)
 }
 
 // applySettle settles, returns or discards the delivery of message seq,

@@ -177,3 +177,29 @@ func TestGetHeldByGetter(t *testing.T) {
 		t.Fatalf("ready %d unacked %d after the return", q.Ready(), q.Unacked())
 	}
 }
+
+// TestSettleNamingHolder: a settlement naming a consumer applies only to
+// the deliveries that consumer holds.
+func TestSettleNamingHolder(t *testing.T) {
+	q := New()
+	q.Publish(&Message{Body: []byte("m")})
+	q.Apply(&Cmd{Op: OpAttach, Consumer: 1, Prefetch: 10}, nil)
+	q.Apply(&Cmd{Op: OpAttach, Consumer: 2, Prefetch: 10}, nil)
+	effs, _ := q.Apply(&Cmd{Op: OpCheckout}, nil)
+	if len(effs) != 1 {
+		t.Fatalf("checkout: %+v", effs)
+	}
+	seq, holder := effs[0].Entry.Seq, effs[0].Consumer
+	other := 3 - holder
+	if _, err := q.Apply(&Cmd{Op: OpSettle, Seq: seq, Consumer: other}, nil); !errors.Is(err, ErrUnknownMessage) {
+		t.Fatalf("settle by the other consumer: %v, want ErrUnknownMessage", err)
+	}
+	enc := AppendCmd(nil, &Cmd{Op: OpReturn, Seqs: []uint64{seq}, Consumer: holder})
+	c, err := DecodeCmd(enc)
+	if err != nil || c.Consumer != holder {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	if _, err := q.Apply(&c, nil); err != nil || q.Unacked() != 0 || q.Ready() != 1 {
+		t.Fatalf("return by the holder: %v; ready %d unacked %d", err, q.Ready(), q.Unacked())
+	}
+}

@@ -168,6 +168,14 @@ func (w *workload) next() Cmd {
 				cmd.Seqs = append(cmd.Seqs, 1<<40)
 			}
 		}
+		if r.IntN(5) == 0 {
+			// Naming a holder: the right one or another.
+			if h, ok := w.q.held.get(ids[0]); ok && h.c != nil && r.IntN(2) == 0 {
+				cmd.Consumer = h.c.ID
+			} else {
+				cmd.Consumer = 1<<40 | 1
+			}
+		}
 	case k < 94:
 		cmd.Op = OpTick
 		w.now += int64(r.IntN(200))
