@@ -44,10 +44,17 @@ func TestClusterQuorumDeadLetter(t *testing.T) {
 	declareQuorum(t, n1, "dl.lim", with(amqp091.Table{"x-delivery-limit": int32(1)}))
 	declareQuorum(t, n2, "dl.max", with(amqp091.Table{"x-max-length": int32(1)}))
 	declareQuorum(t, n3, "dl.pol", nil)
+	// A classic target homed on n2, for a source whose group n1 leads:
+	// the dead letter crosses the node link.
+	declareQuorum(t, n1, "dl.cls", amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlc"})
+	_, ch2 := dial(t, n2)
+	if _, err := ch2.QueueDeclare("dlc", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
 	waitSameDefinitions(t, nodes...)
 
-	_, ch2 := dial(t, n2)
 	linkPublish(t, ch2, "ttl", "", "dl.ttl", 3, false)
+	linkPublish(t, ch2, "cls", "", "dl.cls", 1, false)
 	linkPublish(t, ch2, "rej", "", "dl.rej", 1, false)
 	linkPublish(t, ch2, "lim", "", "dl.lim", 1, false)
 	linkPublish(t, ch2, "max", "", "dl.max", 2, false)
@@ -71,6 +78,9 @@ func TestClusterQuorumDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := get("dl.pol").Nack(false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("dl.cls").Reject(false); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // delivered twice, over the limit of 1
@@ -117,8 +127,20 @@ func TestClusterQuorumDeadLetter(t *testing.T) {
 			t.Fatalf("dead letters %v, want %v", got, want)
 		}
 	}
+	var m amqp091.Delivery
+	waitFor(t, "the dead letter in dlc", func() bool {
+		var ok bool
+		m, ok, err = ch2.Get("dlc", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+	if string(m.Body) != "cls-0" || m.Headers["x-first-death-reason"] != "rejected" {
+		t.Fatalf("dlc: %q %v", m.Body, m.Headers)
+	}
 	// Nothing is left behind in the sources, and nothing more came.
-	for _, q := range []string{"dl.ttl", "dl.rej", "dl.lim", "dl.pol", "dlq"} {
+	for _, q := range []string{"dl.ttl", "dl.rej", "dl.lim", "dl.pol", "dl.cls", "dlq", "dlc"} {
 		waitFor(t, q+" empty", func() bool {
 			var info struct {
 				Messages int `json:"messages"`
