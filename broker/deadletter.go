@@ -179,6 +179,14 @@ func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter,
 // Dead letters it causes are routed in turn. Call with no lock held.
 func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	b := qe.vhost.b
+	if qe.repl != nil {
+		b.enqueueRepl(qe, msg)
+		return
+	}
+	if qe.home != nil {
+		qe.forwardDead(msg)
+		return
+	}
 	qe.mu.Lock()
 	if qe.deleted {
 		qe.mu.Unlock()
@@ -204,6 +212,29 @@ func (qe *queueEntity) enqueue(msg *queue.Message, depth int) {
 	if dead {
 		qe.flushDeadDepth(depth)
 	}
+}
+
+// forwardDead publishes a dead letter to qe, homed on another node, over
+// the node link: no confirm (a link that is down drops it). No lock held.
+func (qe *queueEntity) forwardDead(msg *queue.Message) {
+	p := qe.home.peer
+	p.mu.Lock()
+	w := p.w
+	p.mu.Unlock()
+	if w == nil {
+		return
+	}
+	start, ok := w.begin(lkPublish)
+	if !ok {
+		return
+	}
+	w.buf = appendU(w.buf, 0)
+	w.buf = appendQueueRef(w.buf, qe)
+	w.buf = appendLinkMessage(w.buf, msg)
+	w.end(start)
+	qe.mu.Lock()
+	qe.stats.publish++
+	qe.mu.Unlock()
 }
 
 // discard settles deliveries rejected without requeue (basic.reject,

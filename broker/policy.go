@@ -372,6 +372,12 @@ func (v *vhost) applyPolicies() {
 		}
 		qe.fx.set = c.set
 		qe.fx.policy = c.pol
+		if qe.repl != nil {
+			// Its state is its group's: the leader proposes the change.
+			qe.mu.Unlock()
+			v.b.setConfigRepl(qe, c.set.cfg, now)
+			continue
+		}
 		qe.at = qe.at || c.set.needsAt()
 		qe.setConfigLocked(c.set.cfg, now)
 		qe.armExpiryLocked()

@@ -213,6 +213,19 @@ func (gb *groupBodies) delivery(id uint64, q *queue.Queue, cmd *queue.Cmd, r *Gr
 	if cons == nil {
 		if paged && consumerNoAck(q, f.Consumer) {
 			gb.push(bodyJob{kind: jobDelete, id: id, entry: f.Entry})
+		} else if uint64(f.Consumer&replProcMask) == rs.prefix {
+			// A consumer of this process gone here: returned.
+			gb.b.returnOrphan(r.Key, f.Entry.Seq, f.Consumer)
+		}
+		return
+	}
+	if r.Now != 0 && nowMs()-r.Now > replLateMs {
+		// Decided while this node was cut off (Broker.observe): returned
+		// rather than written, if cons holds it.
+		if !cons.NoAck {
+			gb.b.returnOrphan(r.Key, f.Entry.Seq, f.Consumer)
+		} else if paged {
+			gb.push(bodyJob{kind: jobDelete, id: id, entry: f.Entry})
 		}
 		return
 	}

@@ -131,6 +131,10 @@ type GroupResult struct {
 	// body, on this node, gets the body of a basic.get's paged-out
 	// message (nil if it could not be read).
 	body chan *queue.Message
+	// Detached are the consumers an 'O' command detached from the queue.
+	Detached []queue.ConsumerID
+	// Now is the command's time (unix ms; 0: none).
+	Now int64
 }
 
 // QueueGroup is a data group's state machine (StateMachine): the queues
@@ -141,6 +145,9 @@ type QueueGroup struct {
 	mu     sync.Mutex
 	queues map[GroupQueueKey]*queue.Queue
 	last   uint64
+	// timed are the queues that may need ticks (OpTick): a message TTL,
+	// an x-expires, or messages published with an expiration.
+	timed map[GroupQueueKey]bool
 	// observe, when set, is called after each command applied, with mu
 	// held (the broker's effect executor on the group's leader).
 	observe func(index uint64, r *GroupResult)
@@ -153,7 +160,7 @@ var _ StateMachine = (*QueueGroup)(nil)
 
 // NewQueueGroup returns an empty group state machine.
 func NewQueueGroup() *QueueGroup {
-	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue)}
+	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue), timed: make(map[GroupQueueKey]bool)}
 }
 
 // GroupBatchCmd is the group command applying cmds in order.
@@ -248,6 +255,9 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 			q := queue.NewWithConfig(cfg)
 			q.SetDeliverPaged(true)
 			g.queues[r.Key] = q
+			if timedConfig(&cfg) {
+				g.timed[r.Key] = true
+			}
 		}
 	case groupDelete:
 		if g.queues[r.Key] == nil {
@@ -256,6 +266,7 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 			g.bodies.dropQueue(r.Key)
 		}
 		delete(g.queues, r.Key)
+		delete(g.timed, r.Key)
 	case groupQueue:
 		q := g.queues[r.Key]
 		if q == nil {
@@ -267,7 +278,11 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 			r.Err = ErrGroupCommand
 			break
 		}
+		r.Now = qc.Now
 		r.Effects, r.Err = q.Apply(&qc, nil)
+		if (qc.Op == queue.OpEnqueue && qc.TTL >= 0) || (qc.Op == queue.OpSetConfig && timedConfig(&qc.Config)) {
+			g.timed[r.Key] = true
+		}
 		switch qc.Op {
 		case queue.OpEnqueue, queue.OpAttach, queue.OpSettle, queue.OpReturn, queue.OpDiscard, queue.OpSetConfig:
 			co := queue.Cmd{Op: queue.OpCheckout, Now: qc.Now}
@@ -301,12 +316,13 @@ func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
 		q := g.queues[k]
 		ids = q.ConsumerIDs(ids[:0])
 		seqs := q.HeldBy(mask, value, nil)
-		r := &GroupResult{Key: k}
+		r := &GroupResult{Key: k, Now: now}
 		touched := len(seqs) > 0
 		for _, id := range ids {
 			if id&mask == value {
 				c := queue.Cmd{Op: queue.OpDetach, Consumer: id, Now: now}
 				r.Effects, _ = q.Apply(&c, r.Effects)
+				r.Detached = append(r.Detached, id)
 				touched = true
 			}
 		}
@@ -541,8 +557,14 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 			}
 		}
 	}
+	timed := make(map[GroupQueueKey]bool)
+	for k, q := range queues {
+		if cfg := q.Config(); timedConfig(&cfg) || q.NextExpiry() != 0 {
+			timed[k] = true
+		}
+	}
 	g.mu.Lock()
-	g.queues, g.last = queues, index
+	g.queues, g.last, g.timed = queues, index, timed
 	g.mu.Unlock()
 	return nil
 }
@@ -560,6 +582,44 @@ func readStreamBytes(r *bufio.Reader, max uint64) ([]byte, error) {
 	b := make([]byte, n)
 	_, err = io.ReadFull(r, b)
 	return b, err
+}
+
+// hasTimed reports whether a queue of the group may need ticks.
+func (g *QueueGroup) hasTimed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.timed) > 0
+}
+
+// timedConfig reports whether a queue configured by c needs ticks.
+func timedConfig(c *queue.Config) bool { return c.MessageTTL >= 0 || c.Expires > 0 }
+
+// due returns the queues whose tick (OpTick) is due at now, sorted, and
+// when the next of the others is (0: none): the group's leader ticks
+// them. Queues that no longer need ticks are forgotten.
+func (g *QueueGroup) due(now int64) (keys []GroupQueueKey, next int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.timed {
+		q := g.queues[k]
+		if q == nil {
+			delete(g.timed, k)
+			continue
+		}
+		at := q.NextTick(now)
+		switch {
+		case at == 0:
+			if cfg := q.Config(); !timedConfig(&cfg) {
+				delete(g.timed, k)
+			}
+		case at <= now:
+			keys = append(keys, k)
+		case next == 0 || at < next:
+			next = at
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys, next
 }
 
 // snapshotBytes is the group's snapshot as bytes (tests, comparisons).

@@ -58,11 +58,27 @@ import (
 // (replWatch), propose 'O' for that node's consumers: detached, and what
 // they held returned (redelivered, x-delivery-count incremented).
 //
-// Not yet: dead-lettering from replicated queues (dead letters are
-// dropped), TTL ticks (an expired head goes at the next checkout), the
-// channel-wide prefetch and the outbound-buffer gate (per-consumer
-// prefetch only), x-expires, nodes that are not members
-// of the queue's group (they refuse to use it).
+// A consumer of this node that an 'O' detached while it lives on here (the
+// leader lost sight of this node: a partition) is attached again once this
+// node applies the 'O'. Settlements and detaches that the group did not
+// take (no quorum reachable) are proposed again until it does
+// (submitRetried); a basic.get is held by this process's getter id
+// (replGetterID), so it comes back like a consumer's delivery.
+//
+// Time: the leader of each group proposes OpTick, with its clock's time in
+// the command, for the queues whose next expiry or x-expires is due
+// (tickGroups, from replWatch's timer; a group without such queues costs
+// nothing), so every replica expires the same messages. Dead letters
+// (expired, rejected, maxlen, delivery_limit) and a queue's expiry are
+// carried out by the node that leads the group when it applies the
+// command (observe, deadLoop): at most once, x-dead-letter-strategy's
+// default — a dead letter decided while the leadership changes hands may
+// be republished by neither node. x-dead-letter-strategy at-least-once is
+// not supported: such a queue behaves as at-most-once.
+//
+// Not yet: the channel-wide prefetch and the outbound-buffer gate
+// (per-consumer prefetch only), nodes that are not members of the queue's
+// group (they refuse to use it).
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
 // cluster package's DataGroups).
@@ -131,6 +147,11 @@ type replState struct {
 	// prefix is this process's consumer id prefix (replConsumerID).
 	prefix uint64
 	next   uint64
+	// ticking are the queues with a tick in flight (tickGroups); dead
+	// the work of deadLoop, which deadKick wakes.
+	ticking  map[GroupQueueKey]bool
+	dead     []replDead
+	deadKick chan struct{}
 }
 
 // Consumer ids of replicated queues: node(20 bits, a hash of the node's
@@ -160,6 +181,8 @@ func (r *replState) init(node string) {
 	r.done = make(chan struct{})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.retry = make(chan queue.ConsumerID, 64)
+	r.ticking = make(map[GroupQueueKey]bool)
+	r.deadKick = make(chan struct{}, 1)
 }
 
 // replicated reports whether the broker places quorum queues in data
@@ -176,11 +199,10 @@ func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	r.mu.Lock()
 	r.machines[g] = m
 	r.mu.Unlock()
-	m.Observe(func(_ uint64, res *GroupResult) {
-		if m.bodies == nil { // else the bodies' runner delivers (after)
-			b.observe(res)
-		}
-	})
+	// With a store, the group's bodies runner writes the deliveries
+	// (groupBodies.after, in order with paged-out bodies' reads).
+	viaBodies := m.bodies != nil
+	m.Observe(func(_ uint64, res *GroupResult) { b.observe(g, res, viaBodies) })
 	return m
 }
 
@@ -552,14 +574,21 @@ func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
 	r.mu.Lock()
 	m := r.machines[qe.repl.group]
 	r.mu.Unlock()
-	if m != nil {
-		if _, _, _, ok := m.Counts(qe.repl.key); ok {
-			return nil
-		}
-	}
 	qe.mu.Lock()
 	cfg := qe.fx.set.cfg
 	qe.mu.Unlock()
+	if m != nil {
+		if _, _, _, ok := m.Counts(qe.repl.key); ok {
+			if cfg.Expires > 0 {
+				// A redeclare is a use (x-expires).
+				if p := b.proposer(qe.repl.group); p != nil {
+					c := queue.Cmd{Op: queue.OpTouch, Now: nowMs()}
+					p.submit(qe.queueCmd(&c), nil)
+				}
+			}
+			return nil
+		}
+	}
 	res, err := b.replCall(qe, GroupCreateCmd(qe.repl.key, cfg), cls, mth)
 	if err == nil && res.Err != nil {
 		err = amqp.Errorf(amqp.InternalError, cls, mth, "quorum queue '%s': %v", qe.name, res.Err)
@@ -633,8 +662,15 @@ func (b *Broker) replConsumerID() queue.ConsumerID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.next = (r.next + 1) & (1<<replIncShift - 1)
+	if r.next == 0 {
+		r.next = 1 // 0 is the getter's (replGetterID)
+	}
 	return queue.ConsumerID(r.prefix | r.next)
 }
+
+// replGetterID is the holder id of this process's basic.gets: counter 0,
+// which no consumer has.
+func (b *Broker) replGetterID() queue.ConsumerID { return queue.ConsumerID(b.repl.prefix) }
 
 // consumeRepl is basic.consume of a replicated queue: consume-ok, then the
 // attach; deliveries come as the group applies them (observe).
@@ -697,10 +733,38 @@ func (b *Broker) dropReplConsumer(cons *consumer) {
 func (qe *queueEntity) removeReplConsumer(cons *consumer) {
 	b := qe.vhost.b
 	b.dropReplConsumer(cons)
-	if p := b.proposer(qe.repl.group); p != nil {
-		c := queue.Cmd{Op: queue.OpDetach, Now: nowMs(), Consumer: cons.ID}
-		p.submit(qe.queueCmd(&c), nil)
+	c := queue.Cmd{Op: queue.OpDetach, Now: nowMs(), Consumer: cons.ID}
+	b.submitRetried(qe, qe.queueCmd(&c))
+}
+
+// replRetryAfter is how long a settlement or detach that its group did
+// not take waits before it is proposed again.
+const replRetryAfter = 250 * time.Millisecond
+
+// submitRetried proposes cmd to qe's group until the group takes it (or
+// the broker closes): a settlement or a detach lost to a partition or a
+// leader change would leave the delivery (or the consumer) held for good.
+// Both are idempotent: the group refuses a second one (an id no longer
+// held, a consumer no longer attached) without effect.
+func (b *Broker) submitRetried(qe *queueEntity, cmd []byte) {
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return
 	}
+	p.submit(cmd, func(_ *GroupResult, err error) {
+		if err == nil {
+			return
+		}
+		r := &b.repl
+		r.mu.Lock()
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return
+		}
+		b.log.Debug("data group command not taken; proposing it again", zap.Uint64("group", qe.repl.group), zap.Error(err))
+		time.AfterFunc(replRetryAfter, func() { b.submitRetried(qe, cmd) })
+	})
 }
 
 // settleRepl proposes op (OpSettle, OpReturn, OpDiscard) for the run of
@@ -708,22 +772,26 @@ func (qe *queueEntity) removeReplConsumer(cons *consumer) {
 // the run. Nothing waits for the result: a settlement the group did not
 // take leaves the delivery held by its consumer until the consumer goes.
 func (ch *channel) settleRepl(op queue.Op, ps []pending, i int) int {
-	qe := ps[i].qe
+	qe, cons := ps[i].qe, ps[i].cons
 	j := i
 	seqs := make([]uint64, 0, len(ps)-i)
-	for ; j < len(ps) && ps[j].qe == qe; j++ {
+	for ; j < len(ps) && ps[j].qe == qe && ps[j].cons == cons; j++ {
 		seqs = append(seqs, ps[j].seq)
 	}
-	qe.vhost.b.settleReplSeqs(qe, op, seqs)
+	b := qe.vhost.b
+	holder := b.replGetterID()
+	if cons != nil {
+		holder = cons.ID
+	}
+	b.settleReplSeqs(qe, op, seqs, holder)
 	return j
 }
 
-func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64) {
-	p := b.proposer(qe.repl.group)
-	if p == nil {
-		return
-	}
-	c := queue.Cmd{Op: op, Now: nowMs()}
+// settleReplSeqs proposes op for the deliveries seqs of qe held by
+// holder (the group passes over those it no longer holds: returned when
+// its node was out of sight, maybe delivered to another consumer since).
+func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64, holder queue.ConsumerID) {
+	c := queue.Cmd{Op: op, Now: nowMs(), Consumer: holder}
 	if len(seqs) == 1 {
 		c.Seq = seqs[0]
 	} else {
@@ -735,27 +803,122 @@ func (b *Broker) settleReplSeqs(qe *queueEntity, op queue.Op, seqs []uint64) {
 		qe.stats.ack += uint64(len(seqs))
 	}
 	qe.mu.Unlock()
-	p.submit(qe.queueCmd(&c), nil)
+	b.submitRetried(qe, qe.queueCmd(&c))
 }
 
 // observe carries out what a group command applied on this node means
 // for this node's clients: the deliveries to its consumers. It runs on
 // the group's apply goroutine, under the group's lock: it only appends to
 // channels' outbound buffers and submits proposals.
-func (b *Broker) observe(res *GroupResult) {
+//
+// A delivery to a consumer of this process that this node no longer has
+// (its detach is still to be taken) is returned; a consumer of this
+// process that an 'O' detached (the group's leader lost sight of this
+// node for a while: a partition) is attached again, as it still is here.
+//
+// On the group's leader it also hands dead letters and the queue's expiry
+// to deadLoop: only the node that leads the group when it applies the
+// command republishes a dead letter (none may, across a change of leader:
+// at most once, x-dead-letter-strategy's default).
+func (b *Broker) observe(g uint64, res *GroupResult, viaBodies bool) {
+	r := &b.repl
+	leader := -1
 	for i := range res.Effects {
 		f := &res.Effects[i]
-		if f.Kind != queue.EffDeliver || f.Consumer == 0 {
+		if f.Kind == queue.EffDeadLetter || f.Kind == queue.EffExpired {
+			if leader < 0 {
+				leader = 0
+				if b.cfg.QuorumGroups.Leader(g) {
+					leader = 1
+				}
+			}
+			if leader == 1 {
+				r.mu.Lock()
+				r.dead = append(r.dead, replDead{key: res.Key, dl: queue.DeadLetter{Entry: f.Entry, Reason: f.Reason},
+					expired: f.Kind == queue.EffExpired})
+				r.mu.Unlock()
+				select {
+				case r.deadKick <- struct{}{}:
+				default:
+				}
+			}
 			continue
 		}
-		r := &b.repl
+		if f.Kind != queue.EffDeliver || f.Consumer == 0 || viaBodies {
+			continue
+		}
 		r.mu.Lock()
 		cons := r.consumers[f.Consumer]
 		r.mu.Unlock()
-		if cons != nil {
+		if cons != nil && res.Now != 0 && nowMs()-res.Now > replLateMs {
+			// Decided long ago: this node was cut off meanwhile, and
+			// the group may have returned it and handed it to another
+			// consumer since. Returned if cons still holds it.
+			if !cons.NoAck {
+				b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
+			}
+		} else if cons != nil {
 			cons.ch.deliverRepl(cons, &f.Entry)
+		} else if uint64(f.Consumer&replProcMask) == r.prefix {
+			b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
 		}
 	}
+	for _, id := range res.Detached {
+		r.mu.Lock()
+		cons := r.consumers[id]
+		r.mu.Unlock()
+		if cons != nil {
+			b.reattachRepl(cons)
+		}
+	}
+}
+
+// replLateMs is how old (by the command's time) a delivery this node
+// applies may be and still be written to its consumer: one older was
+// decided while this node could not apply it (cut off, catching up), and
+// an 'O' may have returned it since; it is returned instead (if its
+// consumer still holds it), and comes again flagged redelivered. Nodes'
+// clocks must agree to well within this.
+const replLateMs = 2000
+
+// returnOrphan returns the delivery seq of queue k held by holder, a
+// consumer of this process that is gone here (or that gets it late). It
+// runs under the group's lock: it only submits.
+func (b *Broker) returnOrphan(k GroupQueueKey, seq uint64, holder queue.ConsumerID) {
+	v := b.vhost(k.VHost)
+	if v == nil {
+		return
+	}
+	v.mu.RLock()
+	qe := v.queues[k.Name]
+	v.mu.RUnlock()
+	if qe == nil || qe.repl == nil || qe.repl.key != k {
+		return
+	}
+	c := queue.Cmd{Op: queue.OpReturn, Now: nowMs(), Seq: seq, Consumer: holder}
+	b.submitRetried(qe, qe.queueCmd(&c))
+}
+
+// reattachRepl attaches cons again after the group detached it while it
+// lives on here. What it held was returned: its acks of those find
+// nothing to settle.
+func (b *Broker) reattachRepl(cons *consumer) {
+	qe := cons.qe
+	b.log.Info("consumer of a quorum queue detached by its group while alive here; attaching it again",
+		zap.String("queue", qe.name), zap.String("consumer-tag", cons.Tag))
+	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: cons.Tag, NoAck: cons.NoAck,
+		Exclusive: cons.Exclusive, Prefetch: cons.Prefetch, Priority: cons.Priority}
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return
+	}
+	p.submit(qe.queueCmd(&c), func(res *GroupResult, err error) {
+		if err == nil && res.Err == nil {
+			return
+		}
+		b.dropReplConsumer(cons)
+		cons.ch.serverCancel(cons)
+	})
 }
 
 // deliverRepl writes a delivery of a replicated queue to cons, or returns
@@ -766,7 +929,7 @@ func (ch *channel) deliverRepl(cons *consumer, e *queue.Entry) {
 	if ch.closed || ch.consumers[cons.Tag] != cons {
 		ch.mu.Unlock()
 		if !cons.NoAck {
-			qe.vhost.b.settleReplSeqs(qe, queue.OpReturn, []uint64{e.Seq})
+			qe.vhost.b.settleReplSeqs(qe, queue.OpReturn, []uint64{e.Seq}, cons.ID)
 		}
 		return
 	}
@@ -795,7 +958,9 @@ func (ch *channel) deliverRepl(cons *consumer, e *queue.Entry) {
 
 // getRepl is basic.get of a replicated queue.
 func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
-	c := queue.Cmd{Op: queue.OpGet, Now: nowMs(), NoAck: m.NoAck}
+	// Held by this process's getter id, so that it comes back when this
+	// node dies, as a consumer's deliveries do.
+	c := queue.Cmd{Op: queue.OpGet, Now: nowMs(), NoAck: m.NoAck, Consumer: ch.c.b.replGetterID()}
 	res, err := ch.c.b.replCall(qe, qe.queueCmd(&c), amqp.ClassBasic, 70)
 	if err != nil {
 		return err
@@ -874,7 +1039,7 @@ const (
 func (b *Broker) replWatch() {
 	r := &b.repl
 	defer r.wg.Done()
-	t := time.NewTicker(replWatchEvery)
+	t := time.NewTimer(replWatchEvery)
 	defer t.Stop()
 	// proposed are the earlier processes of this node whose consumers
 	// were proposed gone.
@@ -889,12 +1054,25 @@ func (b *Broker) replWatch() {
 	}
 	seen := map[uint64]scan{}
 	self := nodeHash(b.cfg.NodeName)
+	var watched time.Time
 	for {
 		select {
 		case <-r.done:
 			return
 		case <-t.C:
 		}
+		// Ticks are due as the group's queues say; the watch for gone
+		// consumers runs every replWatchEvery.
+		wait := replWatchEvery - time.Since(watched)
+		if next := b.tickGroups(); next != 0 {
+			wait = min(wait, max(time.Duration(next-nowMs())*time.Millisecond, replMinTick))
+		}
+		if wait > 0 && !watched.IsZero() {
+			t.Reset(wait)
+			continue
+		}
+		watched = time.Now()
+		t.Reset(replWatchEvery)
 		for len(r.retry) > 0 {
 			delete(proposed, <-r.retry)
 		}
@@ -969,6 +1147,165 @@ func (b *Broker) replWatch() {
 	}
 }
 
+// replMinTick is the shortest wait between two rounds of ticks.
+const replMinTick = 5 * time.Millisecond
+
+// tickGroups proposes OpTick, at this node's time, for the queues due one
+// in the groups this node leads (message TTL, x-expires: the time is in
+// the command, so every replica expires the same messages), one tick in
+// flight per queue. It returns when the next is due (unix ms, 0: none).
+// Groups with no queue that needs ticks cost a map lookup.
+func (b *Broker) tickGroups() int64 {
+	r := &b.repl
+	r.mu.Lock()
+	machines := make(map[uint64]*QueueGroup, len(r.machines))
+	for g, m := range r.machines {
+		machines[g] = m
+	}
+	r.mu.Unlock()
+	var next int64
+	for g, m := range machines {
+		if !m.hasTimed() || !b.cfg.QuorumGroups.Leader(g) {
+			continue
+		}
+		now := nowMs()
+		keys, nx := m.due(now)
+		if nx != 0 && (next == 0 || nx < next) {
+			next = nx
+		}
+		var p *groupProposer
+		for _, k := range keys {
+			r.mu.Lock()
+			busy := r.ticking[k]
+			if !busy {
+				r.ticking[k] = true
+			}
+			r.mu.Unlock()
+			if busy {
+				continue
+			}
+			if p == nil {
+				if p = b.proposer(g); p == nil {
+					break
+				}
+			}
+			c := queue.Cmd{Op: queue.OpTick, Now: now}
+			p.submit(AppendGroupQueueCmd(nil, k, &c), func(*GroupResult, error) {
+				r.mu.Lock()
+				delete(r.ticking, k)
+				r.mu.Unlock()
+			})
+		}
+	}
+	return next
+}
+
+// replDead is a dead letter (or, with expired, a queue's expiry) of a
+// replicated queue, for the dead-letter worker of the group's leader.
+type replDead struct {
+	key     GroupQueueKey
+	dl      queue.DeadLetter
+	expired bool
+}
+
+// deadLoop carries out, off the groups' apply goroutines, the dead
+// letters and expiries that the groups this node leads decided: dead
+// letters republished to the queue's dead-letter exchange (at most once:
+// by the node leading the group when it applied the command), expired
+// queues deleted.
+func (b *Broker) deadLoop() {
+	r := &b.repl
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-r.deadKick:
+		}
+		r.mu.Lock()
+		work := r.dead
+		r.dead = nil
+		r.mu.Unlock()
+		now := time.Now()
+		for i := range work {
+			w := &work[i]
+			qe := b.replEntity(w.key)
+			if qe == nil {
+				continue
+			}
+			if w.expired {
+				b.expireRepl(qe)
+				continue
+			}
+			qe.mu.Lock()
+			set := qe.fx.set
+			qe.mu.Unlock()
+			if set.hasDLX {
+				qe.vhost.deadLetter(qe.name, &set, &w.dl, now, 0)
+			}
+		}
+	}
+}
+
+// replEntity returns this node's entry of replicated queue k, nil when
+// it has none.
+func (b *Broker) replEntity(k GroupQueueKey) *queueEntity {
+	v := b.vhost(k.VHost)
+	if v == nil {
+		return nil
+	}
+	v.mu.RLock()
+	qe := v.queues[k.Name]
+	v.mu.RUnlock()
+	if qe == nil || qe.repl == nil || qe.repl.key != k {
+		return nil
+	}
+	return qe
+}
+
+// expireRepl deletes a replicated queue whose x-expires ran out: its
+// definition, then its state in the group. A deletion that fails is
+// tried again at a later tick (the queue stays expired).
+func (b *Broker) expireRepl(qe *queueEntity) {
+	v := qe.vhost
+	r := v.b.propose(&defCmd{Op: opDeleteQueue, VHost: v.name, VHostID: v.storeID, Name: qe.name, ID: qe.id})
+	if r.err != nil {
+		b.log.Warn("expiring quorum queue", zap.String("queue", qe.name), zap.Error(r.err))
+		return
+	}
+	if p := b.proposer(qe.repl.group); p != nil {
+		p.submit(GroupDeleteCmd(qe.repl.key), nil)
+	}
+}
+
+// setConfigRepl applies a policy change to replicated queue qe: the node
+// leading its group proposes OpSetConfig (every node applies the policy to
+// its definitions; one proposal is enough). A change the group does not
+// take (its leader changed meanwhile) waits for the next policy change.
+func (b *Broker) setConfigRepl(qe *queueEntity, cfg queue.Config, now int64) {
+	if !b.cfg.QuorumGroups.Leader(qe.repl.group) {
+		return
+	}
+	if p := b.proposer(qe.repl.group); p != nil {
+		c := queue.Cmd{Op: queue.OpSetConfig, Now: now, Config: cfg}
+		p.submit(qe.queueCmd(&c), nil)
+	}
+}
+
+// enqueueRepl publishes a message the broker made (a dead letter) to
+// replicated queue qe: no publisher id, nothing waits for the result.
+func (b *Broker) enqueueRepl(qe *queueEntity, msg *queue.Message) {
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		return
+	}
+	c := queue.Cmd{Op: queue.OpEnqueue, Now: nowMs(), TTL: messageTTL(msg.Header), Msg: msg}
+	qe.mu.Lock()
+	qe.stats.publish++
+	qe.mu.Unlock()
+	p.submit(qe.queueCmd(&c), nil)
+}
+
 // startRepl starts the watcher of replicated queues (Serve).
 func (b *Broker) startRepl() {
 	if !b.replicated() {
@@ -980,8 +1317,9 @@ func (b *Broker) startRepl() {
 	if r.closed {
 		return
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go b.replWatch()
+	go b.deadLoop()
 }
 
 // closeRepl stops the proposers and the watcher and waits for them.

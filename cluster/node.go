@@ -330,9 +330,17 @@ func (n *Node) refused(remote, name string, err error) {
 	n.log.Log(lvl, "refused cluster peer", zap.String("remote-addr", remote), zap.String("peer", name), zap.String("reason", err.Error()))
 }
 
+// sessionTimeout bounds a keepalive ping's round trip (and a frame's
+// write) on a peer's session.
+const sessionTimeout = 5 * time.Second
+
 func (n *Node) yamuxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
-	c.KeepAliveInterval = 10 * time.Second
+	// A peer that answers no ping for sessionTimeout is gone: its
+	// session is closed (a partition is seen within seconds, and the
+	// leaders of the data groups return what its consumers held).
+	c.KeepAliveInterval = time.Second
+	c.ConnectionWriteTimeout = sessionTimeout
 	c.LogOutput = zapWriter{n.log.Named("yamux")}
 	return c
 }

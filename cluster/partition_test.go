@@ -54,12 +54,9 @@ func cutOff(t *testing.T, ip string, others ...string) func() {
 	return heal
 }
 
-// TestClusterPartition cuts one node of three off with iptables rules on
-// 127.0.0.2-4: the majority goes on taking changes, the minority node
-// refuses them with a clear error (541, "no quorum") within seconds while
-// still serving its queues; after healing every node has the same
-// definitions, the majority's.
-func TestClusterPartition(t *testing.T) {
+// needIptables skips a test that cannot cut nodes off.
+func needIptables(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the partition test needs root for iptables")
 	}
@@ -69,6 +66,15 @@ func TestClusterPartition(t *testing.T) {
 	if err := iptables("-L", "INPUT", "-n"); err != nil {
 		t.Skipf("iptables does not work here: %v", err)
 	}
+}
+
+// TestClusterPartition cuts one node of three off with iptables rules on
+// 127.0.0.2-4: the majority goes on taking changes, the minority node
+// refuses them with a clear error (541, "no quorum") within seconds while
+// still serving its queues; after healing every node has the same
+// definitions, the majority's.
+func TestClusterPartition(t *testing.T) {
+	needIptables(t)
 	nodes := threeNodes(t, [3]string{"127.0.0.2", "127.0.0.3", "127.0.0.4"})
 	startCluster(t, nodes...)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ type qfHistory struct {
 	confirms   []qfConfirm
 	deliveries []qfDelivery
 	kills      []time.Time
+	cuts       []time.Time
+	// fed is when each node's consumer last got a delivery.
+	fed map[string]time.Time
 }
 
 func (h *qfHistory) confirmed(pub string, seq int64, sent time.Time) {
@@ -55,7 +59,19 @@ func (h *qfHistory) confirmed(pub string, seq int64, sent time.Time) {
 func (h *qfHistory) delivered(d qfDelivery) {
 	h.mu.Lock()
 	h.deliveries = append(h.deliveries, d)
+	if h.fed == nil {
+		h.fed = map[string]time.Time{}
+	}
+	node, _, _ := strings.Cut(d.consumer, ".")
+	h.fed[node] = time.Now()
 	h.mu.Unlock()
+}
+
+// fedSince reports whether node's consumer got a delivery after t.
+func (h *qfHistory) fedSince(node string, t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fed[node].After(t)
 }
 
 // qfPublish publishes through n until ctx ends, 16 confirms outstanding,
@@ -206,48 +222,14 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		kills, traffic = 20, 2000
 	}
 	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
-	startCluster(t, nodes...)
-	waitDataGroups(t, nodes...)
-	declareQuorum(t, nodes[0], "qf", nil)
-	waitSameDefinitions(t, nodes...)
-	waitFor(t, "the queue's group has a leader", func() bool { return queueLeader(nodes, nil, "qf") != "" })
-
-	h := &qfHistory{}
-	pubCtx, stopPub := context.WithCancel(context.Background())
-	conCtx, stopCon := context.WithCancel(context.Background())
-	var pubs, cons sync.WaitGroup
-	for _, n := range nodes {
-		cons.Add(1)
-		pubs.Add(1)
-		go func() { defer cons.Done(); qfConsume(conCtx, n, h) }()
-		go func() { defer pubs.Done(); qfPublish(pubCtx, n, h) }()
-	}
-	stop := func() {
-		stopPub()
-		pubs.Wait()
-		stopCon()
-		cons.Wait()
-	}
-	defer stop()
-	waitFor(t, "confirms before the first kill", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.confirms) > 100
-	})
-	byName := map[string]*wnode{}
-	for _, n := range nodes {
-		byName[n.name] = n
-	}
+	r := qfStart(t, nodes)
+	defer r.stop()
 	for k := range kills {
-		leader := ""
-		waitFor(t, "the queue's group leader", func() bool {
-			leader = queueLeader(nodes, nil, "qf")
-			return byName[leader] != nil
-		})
-		n := byName[leader]
-		h.mu.Lock()
-		h.kills = append(h.kills, time.Now())
-		h.mu.Unlock()
+		leader := r.leader()
+		n := r.byName[leader]
+		r.h.mu.Lock()
+		r.h.kills = append(r.h.kills, time.Now())
+		r.h.mu.Unlock()
 		n.kill()
 		t.Logf("kill %d: %s", k+1, leader)
 		waitFor(t, "a new leader", func() bool {
@@ -257,18 +239,120 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 		n.start()
 		waitForMembers(t, 3, nodes...)
 		// Traffic goes on for a while before the next kill.
-		h.mu.Lock()
-		before := len(h.confirms)
-		h.mu.Unlock()
-		waitFor(t, "confirms after the restart", func() bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			return len(h.confirms) >= before+traffic
-		})
+		r.traffic(traffic)
 	}
-	// Stop publishing; the consumers drain the queue.
-	stopPub()
-	pubs.Wait()
+	r.check()
+}
+
+// qfRun is a fault test under way: three nodes with publishers and
+// consumers on each, and their history.
+type qfRun struct {
+	t       *testing.T
+	nodes   []*wnode
+	byName  map[string]*wnode
+	h       *qfHistory
+	stopPub func()
+	stop    func()
+}
+
+// qfStart starts nodes, declares the quorum queue qf and starts a
+// publisher and a consumer on every node; it returns once confirms come.
+func qfStart(t *testing.T, nodes []*wnode) *qfRun {
+	t.Helper()
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	declareQuorum(t, nodes[0], "qf", nil)
+	waitSameDefinitions(t, nodes...)
+	waitFor(t, "the queue's group has a leader", func() bool { return queueLeader(nodes, nil, "qf") != "" })
+
+	r := &qfRun{t: t, nodes: nodes, byName: map[string]*wnode{}, h: &qfHistory{}}
+	for _, n := range nodes {
+		r.byName[n.name] = n
+	}
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	conCtx, stopCon := context.WithCancel(context.Background())
+	var pubs, cons sync.WaitGroup
+	for _, n := range nodes {
+		cons.Add(1)
+		pubs.Add(1)
+		go func() { defer cons.Done(); qfConsume(conCtx, n, r.h) }()
+		go func() { defer pubs.Done(); qfPublish(pubCtx, n, r.h) }()
+	}
+	r.stopPub = func() {
+		stopPub()
+		pubs.Wait()
+	}
+	r.stop = func() {
+		r.stopPub()
+		stopCon()
+		cons.Wait()
+	}
+	waitFor(t, "confirms before the first fault", func() bool {
+		r.h.mu.Lock()
+		defer r.h.mu.Unlock()
+		return len(r.h.confirms) > 100
+	})
+	return r
+}
+
+// leader waits for the queue's group leader and returns its name.
+func (r *qfRun) leader() string {
+	r.t.Helper()
+	leader := ""
+	waitFor(r.t, "the queue's group leader", func() bool {
+		leader = queueLeader(r.nodes, nil, "qf")
+		return r.byName[leader] != nil
+	})
+	return leader
+}
+
+// traffic waits for n more confirms.
+func (r *qfRun) traffic(n int) {
+	r.t.Helper()
+	r.h.mu.Lock()
+	before := len(r.h.confirms)
+	r.h.mu.Unlock()
+	waitFor(r.t, "confirms after the fault", func() bool {
+		r.h.mu.Lock()
+		defer r.h.mu.Unlock()
+		return len(r.h.confirms) >= before+n
+	})
+}
+
+// firstConfirms returns, for each of times, how long after it the first
+// confirm of a publish sent after it came.
+func (h *qfHistory) firstConfirms(times []time.Time) []time.Duration {
+	var out []time.Duration
+	for _, kt := range times {
+		first := time.Duration(-1)
+		for _, c := range h.confirms {
+			if d := c.at.Sub(kt); c.sent.After(kt) && (first < 0 || d < first) {
+				first = d
+			}
+		}
+		if first >= 0 {
+			out = append(out, first)
+		}
+	}
+	return out
+}
+
+func median(ds []time.Duration) time.Duration {
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[len(sorted)/2]
+}
+
+// check stops the publishers, lets the consumers drain the queue, stops
+// them and reports the history: lost, duplicated and reordered messages
+// fail the test.
+func (r *qfRun) check() {
+	t, h := r.t, r.h
+	t.Helper()
+	r.stopPub()
 	// (A poll, as waitFor's, that goes on to the report when it gives up.)
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		h.mu.Lock()
@@ -278,31 +362,28 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 			break
 		}
 	}
-	stopCon()
-	cons.Wait()
-	lost, dup, reordered := checkQuorumHistory(h)
-	// A kill's failover time: from the kill to the first confirm of a
-	// publish sent after it.
-	var failovers []time.Duration
-	for _, kt := range h.kills {
-		first := time.Duration(-1)
-		for _, c := range h.confirms {
-			if d := c.at.Sub(kt); c.sent.After(kt) && (first < 0 || d < first) {
-				first = d
+	// Every delivery is settled in the end: none stays held by a
+	// consumer whose acks were lost, or by one that is gone.
+	var left struct {
+		Messages int `json:"messages"`
+	}
+	waitFor(t, "the queue empty on every node", func() bool {
+		for _, n := range r.nodes {
+			if _, err := n.api("GET", "/api/queues/%2F/qf", nil, &left); err != nil || left.Messages != 0 {
+				return false
 			}
 		}
-		if first >= 0 {
-			failovers = append(failovers, first)
-		}
-	}
-	sorted := slices.Clone(failovers)
-	slices.Sort(sorted)
-	var median time.Duration
-	if len(sorted) > 0 {
-		median = sorted[len(sorted)/2]
-	}
-	t.Logf("%d kills, %d confirmed, %d deliveries (%d redelivered); lost %d, duplicated %d, reordered %d; failover per kill %v, median %v",
-		len(h.kills), len(h.confirms), len(h.deliveries), countRedelivered(h), len(lost), len(dup), len(reordered), failovers, median)
+		return true
+	})
+	r.stop()
+	lost, dup, reordered := checkQuorumHistory(h)
+	// A kill's failover time: from the kill to the first confirm of a
+	// publish sent after it; a partition's likewise, from the cut.
+	failovers := h.firstConfirms(h.kills)
+	cuts := h.firstConfirms(h.cuts)
+	t.Logf("%d kills, %d partitions, %d confirmed, %d deliveries (%d redelivered); lost %d, duplicated %d, reordered %d; failover per kill %v, median %v; per partition %v, median %v",
+		len(h.kills), len(h.cuts), len(h.confirms), len(h.deliveries), countRedelivered(h), len(lost), len(dup), len(reordered),
+		failovers, median(failovers), cuts, median(cuts))
 	if len(lost) > 0 {
 		t.Errorf("lost: %v", head(lost))
 	}
@@ -312,6 +393,113 @@ func TestClusterQuorumQueueFailover(t *testing.T) {
 	if len(reordered) > 0 {
 		t.Errorf("reordered: %v", head(reordered))
 	}
+}
+
+// TestClusterQuorumQueuePartition: the fault test with partitions and a
+// graceful restart. With publishers and consumers on every node, the
+// node leading the queue's group is cut off from the others (iptables on
+// 127.0.0.2-4) and healed, then a follower, then the leader's node is
+// stopped with SIGTERM and started again (and, in the soak, the leader
+// SIGKILLed). Clients on a
+// cut-off node get no confirm (their publishes time out as nacks, or their
+// connection breaks) and the checker counts only confirmed publishes: a
+// message confirmed is never lost, whichever node confirmed it; the
+// consumers of the cut-off node have their deliveries returned by the
+// majority and, once healed, are fed again.
+func TestClusterQuorumQueuePartition(t *testing.T) {
+	needIptables(t)
+	rounds, traffic, kill := 1, 200, false
+	if os.Getenv("WARREN_SOAK") != "" {
+		rounds, traffic, kill = 5, 2000, true
+	}
+	nodes := threeNodes(t, [3]string{"127.0.0.2", "127.0.0.3", "127.0.0.4"}, "--quorum-groups", "3")
+	r := qfStart(t, nodes)
+	defer r.stop()
+	others := func(n *wnode) []string {
+		var ips []string
+		for _, o := range nodes {
+			if o != n {
+				ips = append(ips, o.ip)
+			}
+		}
+		return ips
+	}
+	// returned counts the log lines of the nodes' leaders returning what
+	// n's consumers held.
+	returned := func(n *wnode) int {
+		c := 0
+		for _, o := range nodes {
+			for _, l := range strings.Split(o.logs.String(), "\n") {
+				if strings.Contains(l, "returning the deliveries of a node that is gone") && strings.Contains(l, `"peer":"`+n.name+`"`) {
+					c++
+				}
+			}
+		}
+		return c
+	}
+	cut := func(n *wnode, what string) {
+		before := returned(n)
+		heal := cutOff(t, n.ip, others(n)...)
+		at := time.Now()
+		r.h.mu.Lock()
+		r.h.cuts = append(r.h.cuts, at)
+		r.h.mu.Unlock()
+		t.Logf("%s %s cut off", what, n.name)
+		waitFor(t, "a leader on the majority side", func() bool {
+			l := queueLeader(nodes, n, "qf")
+			return l != "" && l != n.name
+		})
+		r.traffic(traffic)
+		// Long enough for the majority to return what the cut-off
+		// node's consumer held: its session ends within 6 s (pings
+		// every second, unanswered for 5 s), and the group's leader
+		// returns its consumers' deliveries 3 s after that.
+		waitFor(t, "the cut-off node's deliveries returned", func() bool { return returned(n) > before })
+		time.Sleep(time.Until(at.Add(5 * time.Second)))
+		heal()
+		healed := time.Now()
+		waitForMembers(t, 3, nodes...)
+		r.traffic(traffic)
+		// Every node's consumer is fed again, the cut-off one's too.
+		for _, o := range nodes {
+			waitFor(t, o.name+"'s consumer fed after the heal", func() bool { return r.h.fedSince(o.name, healed) })
+		}
+	}
+	for range rounds {
+		cut(r.byName[r.leader()], "leader")
+		leader := r.leader()
+		for _, n := range nodes {
+			if n.name != leader {
+				cut(n, "follower")
+				break
+			}
+		}
+		// A graceful restart of the leader's node.
+		n := r.byName[r.leader()]
+		n.stop()
+		t.Logf("%s stopped", n.name)
+		r.traffic(traffic / 5)
+		n.start()
+		waitForMembers(t, 3, nodes...)
+		r.traffic(traffic)
+		if !kill {
+			continue // TestClusterQuorumQueueFailover kills
+		}
+		n = r.byName[r.leader()]
+		r.h.mu.Lock()
+		r.h.kills = append(r.h.kills, time.Now())
+		r.h.mu.Unlock()
+		n.kill()
+		t.Logf("%s killed", n.name)
+		waitFor(t, "a new leader", func() bool {
+			l := queueLeader(nodes, n, "qf")
+			return l != "" && l != n.name
+		})
+		n.start()
+		waitForMembers(t, 3, nodes...)
+		r.traffic(traffic)
+	}
+	r.check()
 }
 
 func countRedelivered(h *qfHistory) int {

@@ -206,3 +206,44 @@ func checkSet(confirmed map[string][]int64, published map[string]int, rs []linkR
 	}
 	return nil
 }
+
+// TestClusterQuorumGetHeldByDeadNode: a message taken with basic.get
+// (manual ack) through n3 is returned, flagged redelivered, once n3 dies,
+// as a consumer's unacknowledged deliveries are.
+func TestClusterQuorumGetHeldByDeadNode(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	declareQuorum(t, nodes[0], "qget", nil)
+	waitSameDefinitions(t, nodes...)
+	_, ch1 := dial(t, nodes[0])
+	if _, err := linkPublishErr(t, ch1, "p", "", "qget", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	_, ch3 := dial(t, nodes[2])
+	var m amqp091.Delivery
+	waitFor(t, "the message got through n3", func() bool {
+		var ok bool
+		var err error
+		m, ok, err = ch3.Get("qget", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	})
+	if m.Redelivered {
+		t.Fatal("first get flagged redelivered")
+	}
+	nodes[2].kill()
+	_, ch2 := dial(t, nodes[1])
+	waitFor(t, "the message back on n2", func() bool {
+		m, ok, err := ch2.Get("qget", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && !m.Redelivered {
+			t.Fatalf("the message came back not flagged redelivered")
+		}
+		return ok
+	})
+}

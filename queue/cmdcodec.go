@@ -16,9 +16,10 @@ import (
 //	            flags(1: persistent 1, report enqueued 2) priority(1)
 //	attach      consumer tag prefetch priority flags(1: noack 1, exclusive 2)
 //	detach      consumer
-//	get         noack(1)
+//	get         flags(1: noack 1, holder follows 2) [holder]
 //	settle, return, discard
-//	            count ids... (count 0: one id follows, Cmd.Seq)
+//	            count ids... (count 0: one id follows, Cmd.Seq), then
+//	            with version 2 the holder (Cmd.Consumer)
 //	purge       max
 //	setconfig   the configuration as in a snapshot
 //	forget      publisher
@@ -28,11 +29,21 @@ import (
 // this encoding.
 var ErrBadCommand = errors.New("queue: bad command encoding")
 
-const cmdVersion = 1
+// cmdVersion is the encoding's version; cmdVersionHolder (2) marks a
+// settle, return or discard that names its holder.
+const (
+	cmdVersion       = 1
+	cmdVersionHolder = 2
+)
 
 // AppendCmd appends cmd's encoding to b.
 func AppendCmd(b []byte, cmd *Cmd) []byte {
-	b = append(b, cmdVersion, byte(cmd.Op))
+	version := byte(cmdVersion)
+	holder := cmd.Consumer != 0 && (cmd.Op == OpSettle || cmd.Op == OpReturn || cmd.Op == OpDiscard)
+	if holder {
+		version = cmdVersionHolder
+	}
+	b = append(b, version, byte(cmd.Op))
 	b = binary.AppendVarint(b, cmd.Now)
 	switch cmd.Op {
 	case OpEnqueue:
@@ -59,16 +70,27 @@ func AppendCmd(b []byte, cmd *Cmd) []byte {
 	case OpDetach:
 		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 	case OpGet:
-		b = append(b, boolByte(cmd.NoAck))
+		if cmd.Consumer == 0 {
+			b = append(b, boolByte(cmd.NoAck))
+			break
+		}
+		b = append(b, boolByte(cmd.NoAck)|2)
+		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 	case OpSettle, OpReturn, OpDiscard:
 		if len(cmd.Seqs) == 0 {
 			b = append(b, 0)
 			b = binary.AppendUvarint(b, cmd.Seq)
+			if holder {
+				b = binary.AppendUvarint(b, uint64(cmd.Consumer))
+			}
 			break
 		}
 		b = binary.AppendUvarint(b, uint64(len(cmd.Seqs)))
 		for _, s := range cmd.Seqs {
 			b = binary.AppendUvarint(b, s)
+		}
+		if holder {
+			b = binary.AppendUvarint(b, uint64(cmd.Consumer))
 		}
 	case OpPurge:
 		b = binary.AppendUvarint(b, uint64(max(cmd.Max, 0)))
@@ -83,10 +105,14 @@ func AppendCmd(b []byte, cmd *Cmd) []byte {
 // DecodeCmd decodes a command AppendCmd wrote. The result owns its bytes.
 func DecodeCmd(b []byte) (Cmd, error) {
 	r := snapReader{b: b}
-	if r.byte() != cmdVersion {
+	version := r.byte()
+	if version != cmdVersion && version != cmdVersionHolder {
 		return Cmd{}, ErrBadCommand
 	}
 	cmd := Cmd{Op: Op(r.byte()), Now: r.varint()}
+	if version == cmdVersionHolder && cmd.Op != OpSettle && cmd.Op != OpReturn && cmd.Op != OpDiscard {
+		return Cmd{}, ErrBadCommand
+	}
 	switch cmd.Op {
 	case OpEnqueue:
 		cmd.TTL = r.varint()
@@ -124,16 +150,23 @@ func DecodeCmd(b []byte) (Cmd, error) {
 	case OpDetach:
 		cmd.Consumer = ConsumerID(r.uvarint())
 	case OpGet:
-		cmd.NoAck = r.bool()
+		f := r.byte()
+		cmd.NoAck = f&1 != 0
+		if f&2 != 0 {
+			cmd.Consumer = ConsumerID(r.uvarint())
+		}
 	case OpSettle, OpReturn, OpDiscard:
 		n := r.count()
 		if n == 0 {
 			cmd.Seq = r.uvarint()
-			break
+		} else {
+			cmd.Seqs = make([]uint64, 0, n)
+			for range n {
+				cmd.Seqs = append(cmd.Seqs, r.uvarint())
+			}
 		}
-		cmd.Seqs = make([]uint64, 0, n)
-		for range n {
-			cmd.Seqs = append(cmd.Seqs, r.uvarint())
+		if version == cmdVersionHolder {
+			cmd.Consumer = ConsumerID(r.uvarint())
 		}
 	case OpPurge:
 		cmd.Max = int(r.uvarint())

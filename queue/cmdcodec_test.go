@@ -56,9 +56,9 @@ func canonical(c Cmd) Cmd {
 	case OpDetach:
 		out.Consumer = c.Consumer
 	case OpGet:
-		out.NoAck = c.NoAck
+		out.NoAck, out.Consumer = c.NoAck, c.Consumer
 	case OpSettle, OpReturn, OpDiscard:
-		out.Seq, out.Seqs = c.Seq, c.Seqs
+		out.Seq, out.Seqs, out.Consumer = c.Seq, c.Seqs, c.Consumer
 		if len(c.Seqs) > 0 {
 			out.Seq = 0
 		}

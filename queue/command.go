@@ -42,7 +42,10 @@ const (
 	// (EffDeliver; expired heads become EffDeadLetter).
 	OpCheckout
 	// OpGet takes the next ready message for basic.get at Now (EffDeliver
-	// with Consumer 0), held unless NoAck.
+	// with Consumer 0), held unless NoAck: by Consumer when it is set (an
+	// id naming the getter's node and process, so that HeldBy finds it
+	// when that node is gone; not in a queue with message groups), by no
+	// consumer otherwise.
 	OpGet
 	// OpSettle acknowledges the delivery of message Seq (EffSettled).
 	OpSettle
@@ -98,7 +101,10 @@ type Cmd struct {
 	// of several deliveries, settled (returned, discarded) in that order
 	// by one command (an ack with multiple=true). An id that is not held
 	// is passed over; Apply then reports ErrUnknownMessage, having applied
-	// the others.
+	// the others. With Consumer set, only the deliveries held by that
+	// consumer count (a settlement that comes after the delivery was
+	// returned and handed to another consumer is passed over; one held
+	// by no consumer, a basic.get's, counts).
 	Seq  uint64
 	Seqs []uint64
 
@@ -184,17 +190,24 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 			q.expireNext(cmd.Now, &dls)
 		}
 		out = appendDeadLetters(out, dls)
-		if e, ok := q.Get(cmd.NoAck); ok {
+		if e, ok := q.getBy(cmd.NoAck, cmd.Consumer); ok {
 			out = append(out, Effect{Kind: EffDeliver, Entry: e})
 		}
 		return out, nil
 	case OpSettle, OpReturn, OpDiscard:
 		if cmd.Seqs == nil {
+			if cmd.Consumer != 0 && !q.heldBy(cmd.Seq, cmd.Consumer) {
+				return out, ErrUnknownMessage
+			}
 			return q.applySettle(cmd.Op, cmd.Seq, cmd.Now, out)
 		}
 		var err error
 		for _, seq := range cmd.Seqs {
 			var e error
+			if cmd.Consumer != 0 && !q.heldBy(seq, cmd.Consumer) {
+				err = ErrUnknownMessage
+				continue
+			}
 			if out, e = q.applySettle(cmd.Op, seq, cmd.Now, out); e != nil {
 				err = e
 			}
@@ -227,6 +240,13 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		return out, nil
 	}
 	return out, ErrUnknownCommand
+}
+
+// heldBy reports whether delivery seq is held by consumer id, or by no
+// consumer (a basic.get whose holder is not recorded).
+func (q *Queue) heldBy(seq uint64, id ConsumerID) bool {
+	h, ok := q.held.get(seq)
+	return ok && (h.c == nil || h.c.ID == id)
 }
 
 // applySettle settles, returns or discards the delivery of message seq,

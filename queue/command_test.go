@@ -143,3 +143,63 @@ func TestTouchTakesExpiryBack(t *testing.T) {
 		t.Fatalf("second expiry: %+v", out)
 	}
 }
+
+// TestGetHeldByGetter: a basic.get through OpGet with a holder id is held
+// by it, so that HeldBy finds it (the getter's node died) and OpReturn
+// puts it back; without one it is held by no consumer.
+func TestGetHeldByGetter(t *testing.T) {
+	q := New()
+	for range 2 {
+		q.Publish(&Message{Body: []byte("m")})
+	}
+	const getter = ConsumerID(7 << 40)
+	effs, _ := q.Apply(&Cmd{Op: OpGet, Consumer: getter | 1}, nil)
+	if len(effs) != 1 || effs[0].Kind != EffDeliver {
+		t.Fatalf("get: %+v", effs)
+	}
+	q.Apply(&Cmd{Op: OpGet}, nil)
+	held := q.HeldBy(0xFF<<40, getter, nil)
+	if len(held) != 1 || held[0] != effs[0].Entry.Seq {
+		t.Fatalf("held by the getter's node: %v, want [%d]", held, effs[0].Entry.Seq)
+	}
+	if ids := q.HolderIDs(nil); len(ids) != 1 || ids[0] != getter|1 {
+		t.Fatalf("holders %v", ids)
+	}
+	r := New()
+	if err := r.RestoreSnapshot(q.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.HeldBy(0xFF<<40, getter, nil); len(got) != 1 {
+		t.Fatalf("after a snapshot: held by the getter %v", got)
+	}
+	q.Apply(&Cmd{Op: OpReturn, Seqs: held}, nil)
+	if q.Ready() != 1 || q.Unacked() != 1 {
+		t.Fatalf("ready %d unacked %d after the return", q.Ready(), q.Unacked())
+	}
+}
+
+// TestSettleNamingHolder: a settlement naming a consumer applies only to
+// the deliveries that consumer holds.
+func TestSettleNamingHolder(t *testing.T) {
+	q := New()
+	q.Publish(&Message{Body: []byte("m")})
+	q.Apply(&Cmd{Op: OpAttach, Consumer: 1, Prefetch: 10}, nil)
+	q.Apply(&Cmd{Op: OpAttach, Consumer: 2, Prefetch: 10}, nil)
+	effs, _ := q.Apply(&Cmd{Op: OpCheckout}, nil)
+	if len(effs) != 1 {
+		t.Fatalf("checkout: %+v", effs)
+	}
+	seq, holder := effs[0].Entry.Seq, effs[0].Consumer
+	other := 3 - holder
+	if _, err := q.Apply(&Cmd{Op: OpSettle, Seq: seq, Consumer: other}, nil); !errors.Is(err, ErrUnknownMessage) {
+		t.Fatalf("settle by the other consumer: %v, want ErrUnknownMessage", err)
+	}
+	enc := AppendCmd(nil, &Cmd{Op: OpReturn, Seqs: []uint64{seq}, Consumer: holder})
+	c, err := DecodeCmd(enc)
+	if err != nil || c.Consumer != holder {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	if _, err := q.Apply(&c, nil); err != nil || q.Unacked() != 0 || q.Ready() != 1 {
+		t.Fatalf("return by the holder: %v; ready %d unacked %d", err, q.Ready(), q.Unacked())
+	}
+}

@@ -139,6 +139,9 @@ func (w *workload) next() Cmd {
 	case k < 65:
 		cmd.Op = OpGet
 		cmd.NoAck = r.IntN(3) == 0
+		if r.IntN(2) == 0 {
+			cmd.Consumer = 1<<40 | ConsumerID(r.IntN(3)) // a getter's node and process
+		}
 	case k < 88:
 		ids := heldIDs(w.q)
 		if len(ids) == 0 {
@@ -167,6 +170,14 @@ func (w *workload) next() Cmd {
 			cmd.Seqs = append([]uint64(nil), ids[:n]...)
 			if r.IntN(8) == 0 {
 				cmd.Seqs = append(cmd.Seqs, 1<<40)
+			}
+		}
+		if r.IntN(5) == 0 {
+			// Naming a holder: the right one or another.
+			if h, ok := w.q.held.get(ids[0]); ok && h.c != nil && r.IntN(2) == 0 {
+				cmd.Consumer = h.c.ID
+			} else {
+				cmd.Consumer = 1<<40 | 1
 			}
 		}
 	case k < 94:

@@ -373,6 +373,20 @@ func (q *Queue) Get(noAck bool) (Entry, bool) {
 	return e.entry(), true
 }
 
+// getBy is Get with the delivery held by holder id (0: none), a consumer
+// that is not attached (OpGet).
+func (q *Queue) getBy(noAck bool, id ConsumerID) (Entry, bool) {
+	if id == 0 || noAck || q.mg != nil {
+		return q.Get(noAck)
+	}
+	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
+		return Entry{}, false
+	}
+	e := q.take()
+	q.hold(&e, &Consumer{ID: id, gone: true})
+	return e.entry(), true
+}
+
 // GetAt is Get at time now (unix ms): expired messages at the head are
 // removed and reported as dead letters first, so an expired message is
 // never returned.

@@ -55,3 +55,23 @@ func (q *Queue) expireNext(now int64, dls *[]DeadLetter) {
 		*dls = append(*dls, DeadLetter{Entry: q.remove(l).entry(), Reason: ReasonExpired})
 	}
 }
+
+// NextTick is when (unix ms) an OpTick would next change something, 0 if
+// none would: the earliest expiry at the heads (NextExpiry), and with
+// Config.Expires the queue's own expiry (ExpiresAt), or now when no use is
+// recorded yet (the first tick records one) or consumers keep it in use
+// (the tick records a use). An owner that issues ticks by the clock (a
+// replicated queue's leader) needs no timer for a queue where it is 0.
+func (q *Queue) NextTick(now int64) int64 {
+	next := q.NextExpiry()
+	if q.cfg.Expires > 0 && !q.expired {
+		at := q.lastUsed + q.cfg.Expires
+		if q.lastUsed == 0 {
+			at = now
+		}
+		if next == 0 || at < next {
+			next = at
+		}
+	}
+	return next
+}

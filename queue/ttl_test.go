@@ -180,3 +180,28 @@ func BenchmarkTTLPublishDeliverAck(b *testing.B) {
 		settleAll(q, scratch)
 	}
 }
+
+func TestNextTick(t *testing.T) {
+	q := NewWithConfig(Config{MessageTTL: 100, MaxLength: -1, MaxLengthBytes: -1, DeliveryLimit: -1})
+	if got := q.NextTick(1000); got != 0 {
+		t.Fatalf("empty queue: next tick %d, want 0", got)
+	}
+	q.Apply(&Cmd{Op: OpEnqueue, Now: 1000, TTL: -1, Msg: &Message{}}, nil)
+	if got := q.NextTick(1000); got != 1100 {
+		t.Fatalf("next tick %d, want 1100", got)
+	}
+	cfg := q.Config()
+	cfg.Expires = 50
+	q.Apply(&Cmd{Op: OpSetConfig, Now: 1010, Config: cfg}, nil)
+	if got := q.NextTick(1020); got != 1020 {
+		t.Fatalf("x-expires with no use recorded: next tick %d, want now", got)
+	}
+	q.Apply(&Cmd{Op: OpTick, Now: 1020}, nil)
+	if got := q.NextTick(1030); got != 1070 {
+		t.Fatalf("x-expires after a use at 1020: next tick %d, want 1070", got)
+	}
+	effs, _ := q.Apply(&Cmd{Op: OpTick, Now: 1070}, nil)
+	if len(effs) != 1 || effs[0].Kind != EffExpired || q.NextTick(1080) != 1100 {
+		t.Fatalf("tick at 1070: %+v, next %d", effs, q.NextTick(1080))
+	}
+}
