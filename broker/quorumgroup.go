@@ -131,6 +131,10 @@ type QueueGroup struct {
 	mu     sync.Mutex
 	queues map[GroupQueueKey]*queue.Queue
 	last   uint64
+	// streams are the group's replicated streams (streamgroup.go), host
+	// this node's side of them (nil: no I/O).
+	streams map[GroupQueueKey]*groupStream
+	host    *streamHost
 	// observe, when set, is called after each command applied, with mu
 	// held (the broker's effect executor on the group's leader).
 	observe func(index uint64, r *GroupResult)
@@ -234,7 +238,13 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 		if g.queues[r.Key] == nil {
 			g.queues[r.Key] = queue.NewWithConfig(cfg)
 		}
+	case groupStreamCreate, groupStreamCmd:
+		g.applyStreamLocked(cmd[0], r, &d)
 	case groupDelete:
+		if gs := g.streams[r.Key]; gs != nil {
+			g.dropStreamLocked(r.Key, gs)
+			break
+		}
 		if g.queues[r.Key] == nil {
 			r.Err = ErrGroupNoQueue
 		}
@@ -363,6 +373,7 @@ func (g *QueueGroup) Snapshot() (StateSnapshot, error) {
 		b = g.queues[k].AppendSnapshot(b)
 		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	}
+	b = g.appendStreamsSnapshot(b)
 	return bytesSnapshot(b), nil
 }
 
@@ -394,11 +405,14 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 		queues[k] = q
 		d.b = d.b[4+size:]
 	}
-	if len(d.b) != 0 {
-		return fmt.Errorf("%w: %d bytes after the snapshot", ErrGroupCommand, len(d.b))
+	streams, err := restoreStreams(d.b)
+	if err != nil {
+		return err
 	}
 	g.mu.Lock()
-	g.queues, g.last = queues, index
+	old := g.streams
+	g.queues, g.last, g.streams = queues, index, streams
+	g.adoptConsumersLocked(old)
 	g.mu.Unlock()
 	return nil
 }
