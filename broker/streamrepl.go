@@ -152,7 +152,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			err = r.Err
 		}
 		if err != nil {
-			b.log.Debug("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
+			b.log.Warn("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
 		}
 		for _, c := range confirms {
 			c.ch.journaled(c.seq, err)

@@ -535,3 +535,46 @@ func TestClusterStreamReplicated(t *testing.T) {
 	again = readStream(t, nodes[0], "sr", "", "first", total)
 	check("through n1 restarted", again)
 }
+
+// TestClusterSuperStreamBalanced: the six partitions of a super stream
+// created through n1 are replicated streams whose group leaders are
+// spread over the three nodes, two each.
+func TestClusterSuperStreamBalanced(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	waitFor(t, "the super stream created", func() bool {
+		code, err := nodes[0].api("PUT", "/api/super-streams/%2F/ss", map[string]any{"partitions": 6}, nil)
+		return err == nil && code/100 == 2
+	})
+	waitSameDefinitions(t, nodes...)
+	var leaders map[string]int
+	waitFor(t, "partition leaders two per node", func() bool {
+		leaders = map[string]int{}
+		for i := range 6 {
+			leaders[queueLeader(nodes, nil, fmt.Sprint("ss-", i))]++
+		}
+		for _, n := range nodes {
+			if leaders[n.name] != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	// Each partition takes what its binding key routes to it.
+	_, ch := dial(t, nodes[1])
+	for i := range 6 {
+		acked := linkPublish(t, ch, fmt.Sprint("p", i), "ss", fmt.Sprint(i), 10, true)
+		if len(acked) != 10 {
+			t.Fatalf("partition %d: %d of 10 confirmed", i, len(acked))
+		}
+	}
+	for i := range 6 {
+		rs := readStream(t, nodes[2], fmt.Sprint("ss-", i), "", "first", 10)
+		for _, r := range rs {
+			if r.pub != fmt.Sprint("p", i) {
+				t.Fatalf("partition %d holds %s/%d", i, r.pub, r.seq)
+			}
+		}
+	}
+}
