@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,17 +16,16 @@ import (
 
 // Tests of streams replicated in data groups, on real warren processes.
 //
-// The fault test: publishers with confirms on every node and one named
+// The fault test: publishers with confirms on every node, one named
 // consumer per node reading from the first offset (acking each delivery,
-// so its offset is stored), while the node leading the stream's data group
+// so its offset is stored) and one reading at the tail, while the node leading the stream's data group
 // is SIGKILLed again and again (and restarted each time). A consumer whose
 // connection breaks comes back through the next node, by name only, and
 // must resume from its stored offset: at or after the offset the node
 // reported stored before it reconnected, and with no gap after what it had
 // read. The checker: every confirmed message read by every consumer,
-// every offset read as the same message by every consumer (replicas hold
-// the same offsets), no offset past the end read twice by one consumer
-// generation. The failover time of each kill (the kill to the next
+// every offset read as the same message by every consumer, the tail
+// readers too (replicas hold the same offsets). The failover time of each kill (the kill to the next
 // confirm of a publish sent after it) is logged. WARREN_SOAK=1 runs the
 // long version.
 
@@ -151,15 +151,20 @@ func storedOffset(n *wnode, queue, name string) (int64, error) {
 
 // sfConsume is the named consumer name: its first generation reads from
 // the first offset through nodes[start]; each later one through the next
-// node, by name only (resuming from the stored offset). It acks every
-// delivery.
+// node, by name only (resuming from the stored offset). A name starting
+// with "tail-" is an unnamed consumer reading from the end instead, each
+// generation. It acks every delivery.
 func sfConsume(ctx context.Context, nodes []*wnode, start int, queue, name string, h *sfHistory) {
 	readBefore := int64(-1)
 	for gen := 0; ctx.Err() == nil; gen++ {
 		n := nodes[(start+gen)%len(nodes)]
 		res := sfResume{consumer: name, gen: gen, stored: -1, first: -1, readBefore: readBefore, reconnected: n.name}
 		args := amqp091.Table{"x-stream-consumer-name": name}
-		if gen == 0 {
+		tail := strings.HasPrefix(name, "tail-")
+		if tail {
+			// A tail reader: no name, from the end each time.
+			args = amqp091.Table{"x-stream-offset": "next"}
+		} else if gen == 0 {
 			args["x-stream-offset"] = "first"
 		} else {
 			stored, err := storedOffset(n, queue, name)
@@ -198,7 +203,7 @@ func sfConsume(ctx context.Context, nodes []*wnode, start int, queue, name strin
 				pub, _ := d.Headers["pub"].(string)
 				seq, _ := d.Headers["seq"].(int64)
 				h.mu.Lock()
-				if !recorded && gen > 0 {
+				if !recorded && gen > 0 && !tail {
 					res.first = off
 					h.resumes = append(h.resumes, res)
 					recorded = true
@@ -290,7 +295,9 @@ func TestClusterStreamFailover(t *testing.T) {
 		names = append(names, name)
 		cons.Add(1)
 		pubs.Add(1)
+		cons.Add(1)
 		go func() { defer cons.Done(); sfConsume(conCtx, nodes, i, "sf", name, h) }()
+		go func() { defer cons.Done(); sfConsume(conCtx, nodes, i+1, "sf", "tail-"+n.name, h) }()
 		go func() { defer pubs.Done(); sfPublish(pubCtx, n, "sf", h) }()
 	}
 	stop := func() {
