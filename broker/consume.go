@@ -322,6 +322,12 @@ func (qe *queueEntity) removeConsumer(cons *consumer) {
 
 // dispatch hands ready messages to consumers with credit.
 func (qe *queueEntity) dispatch() {
+	if qe.repl != nil && qe.stream != nil {
+		// A replicated stream's consumers are cursors on this node's
+		// replica (streamrepl.go).
+		qe.vhost.b.withReplStream(qe, func(*queue.Stream) {})
+		return
+	}
 	qe.mu.Lock()
 	qe.dispatchLocked()
 	qe.mu.Unlock()

@@ -148,6 +148,10 @@ type QueueGroup struct {
 	// timed are the queues that may need ticks (OpTick): a message TTL,
 	// an x-expires, or messages published with an expiration.
 	timed map[GroupQueueKey]bool
+	// streams are the group's replicated streams (streamgroup.go), host
+	// this node's side of them (nil: no I/O).
+	streams map[GroupQueueKey]*groupStream
+	host    *streamHost
 	// observe, when set, is called after each command applied, with mu
 	// held (the broker's effect executor on the group's leader).
 	observe func(index uint64, r *GroupResult)
@@ -259,7 +263,13 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 				g.timed[r.Key] = true
 			}
 		}
+	case groupStreamCreate, groupStreamCmd:
+		g.applyStreamLocked(cmd[0], r, &d)
 	case groupDelete:
+		if gs := g.streams[r.Key]; gs != nil {
+			g.dropStreamLocked(r.Key, gs)
+			break
+		}
 		if g.queues[r.Key] == nil {
 			r.Err = ErrGroupNoQueue
 		} else if g.bodies != nil {
@@ -403,6 +413,10 @@ func (g *QueueGroup) Snapshot() (StateSnapshot, error) {
 		b = g.queues[k].AppendSnapshot(b)
 		binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-4))
 	}
+	// The streams, length-prefixed, then (with a store) the bodies.
+	ss := g.appendStreamsSnapshot(nil)
+	b = appendU(b, uint64(len(ss)))
+	b = append(b, ss...)
 	if g.bodies == nil {
 		return bytesSnapshot(b), nil
 	}
@@ -514,6 +528,22 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 			byID[k.ID] = q
 		}
 	}
+	// The streams (none in a snapshot from before them).
+	streams := map[GroupQueueKey]*groupStream{}
+	if sl, err := binary.ReadUvarint(br); err == nil {
+		if sl > maxSnapshotQueue {
+			return fmt.Errorf("%w: streams of the snapshot: %d bytes", ErrGroupCommand, sl)
+		}
+		sb := make([]byte, sl)
+		if _, err := io.ReadFull(br, sb); err != nil {
+			return fmt.Errorf("%w: streams of the snapshot: %v", ErrGroupCommand, err)
+		}
+		if streams, err = restoreStreams(sb); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: streams of the snapshot: %v", ErrGroupCommand, err)
+	}
 	if g.bodies != nil {
 		g.bodies.reset()
 		if err := g.bodies.st.RemoveReplGroup(g.bodies.group); err != nil {
@@ -564,7 +594,9 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 		}
 	}
 	g.mu.Lock()
-	g.queues, g.last, g.timed = queues, index, timed
+	old := g.streams
+	g.queues, g.last, g.timed, g.streams = queues, index, timed, streams
+	g.adoptConsumersLocked(old)
 	g.mu.Unlock()
 	return nil
 }

@@ -199,6 +199,7 @@ func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	r.mu.Lock()
 	r.machines[g] = m
 	r.mu.Unlock()
+	m.host = newStreamHost(b, m)
 	// With a store, the group's bodies runner writes the deliveries
 	// (groupBodies.after, in order with paged-out bodies' reads).
 	viaBodies := m.bodies != nil
@@ -570,6 +571,9 @@ func (qe *queueEntity) queueCmd(c *queue.Cmd) []byte {
 // createRepl makes sure qe's group has the queue (a declaration: the
 // create command is idempotent), unless this node's replica has it.
 func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
+	if qe.stream != nil {
+		return b.createStreamRepl(qe, cls, mth)
+	}
 	r := &b.repl
 	r.mu.Lock()
 	m := r.machines[qe.repl.group]
@@ -599,6 +603,9 @@ func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
 // replCounts returns qe's ready messages and consumers as this node's
 // replica has them.
 func (b *Broker) replCounts(qe *queueEntity) (ready, consumers int) {
+	if qe.stream != nil {
+		return b.streamReplCounts(qe)
+	}
 	r := &b.repl
 	r.mu.Lock()
 	m := r.machines[qe.repl.group]
@@ -615,6 +622,9 @@ func (b *Broker) replCounts(qe *queueEntity) (ready, consumers int) {
 // and sets *throttle when the group's backlog on this node is over its
 // bound. Hold qe.mu; nothing here blocks.
 func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
+	if qe.stream != nil {
+		return ch.publishStreamReplLocked(qe, msg, confirmSeq, throttle)
+	}
 	p := ch.c.b.proposer(qe.repl.group)
 	if p == nil {
 		if confirmSeq != 0 {
@@ -675,6 +685,9 @@ func (b *Broker) replGetterID() queue.ConsumerID { return queue.ConsumerID(b.rep
 // consumeRepl is basic.consume of a replicated queue: consume-ok, then the
 // attach; deliveries come as the group applies them (observe).
 func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string, prio int) error {
+	if qe.stream != nil {
+		return ch.consumeStreamRepl(qe, m, tag)
+	}
 	b := ch.c.b
 	p := b.proposer(qe.repl.group)
 	if p == nil {
@@ -773,6 +786,9 @@ func (b *Broker) submitRetried(qe *queueEntity, cmd []byte) {
 // take leaves the delivery held by its consumer until the consumer goes.
 func (ch *channel) settleRepl(op queue.Op, ps []pending, i int) int {
 	qe, cons := ps[i].qe, ps[i].cons
+	if qe.stream != nil {
+		return ch.settleStreamRepl(ps, i)
+	}
 	j := i
 	seqs := make([]uint64, 0, len(ps)-i)
 	for ; j < len(ps) && ps[j].qe == qe && ps[j].cons == cons; j++ {
@@ -1317,9 +1333,10 @@ func (b *Broker) startRepl() {
 	if r.closed {
 		return
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go b.replWatch()
 	go b.deadLoop()
+	go b.streamRetainLoop()
 }
 
 // closeRepl stops the proposers and the watcher and waits for them.
@@ -1375,11 +1392,14 @@ func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
 		return qi, false
 	}
 	qi.Type = "quorum"
+	if qe.stream != nil {
+		b.streamReplInfo(qe, &qi)
+	}
 	r := &b.repl
 	r.mu.Lock()
 	m := r.machines[qe.repl.group]
 	r.mu.Unlock()
-	if m != nil {
+	if m != nil && qe.stream == nil {
 		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
 		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes = m.bytes(qe.repl.key)
 	}

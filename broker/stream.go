@@ -83,6 +83,9 @@ type streamState struct {
 	started bool
 	readers sync.WaitGroup
 	once    sync.Once
+	// app gathers this node's publishes to a replicated stream
+	// (streamrepl.go).
+	app streamAppender
 }
 
 type streamRewind struct {
@@ -626,6 +629,10 @@ func (ch *channel) consumeStream(qe *queueEntity, m *amqp.BasicConsume, tag stri
 // removeStreamConsumer takes cons off its stream; the next member of its
 // group, if any, becomes active.
 func (qe *queueEntity) removeStreamConsumer(cons *consumer) {
+	if qe.repl != nil {
+		qe.removeStreamReplConsumer(cons)
+		return
+	}
 	qe.mu.Lock()
 	qe.stream.s.RemoveConsumer(cons.stream)
 	qe.touchLocked()
@@ -660,6 +667,9 @@ func (qe *queueEntity) streamSettleLocked(ps []pending) {
 // streams cannot requeue). It returns the index after them.
 func (ch *channel) streamReturn(ps []pending, i int) int {
 	qe := ps[i].qe
+	if qe.repl != nil {
+		return ch.streamReturnRepl(ps, i)
+	}
 	qe.mu.Lock()
 	for ; i < len(ps) && ps[i].qe == qe; i++ {
 		if c := ps[i].cons; c != nil && c.stream != nil && !qe.deleted {

@@ -17,6 +17,9 @@ type StreamInfo struct {
 	// DiskReads counts the reads from disk made for consumers behind the
 	// in-memory tail.
 	DiskReads uint64
+	// StoredOffset, for a replicated stream, is the end of what this
+	// node's replica has written to its store.
+	StoredOffset uint64
 }
 
 // StreamOffsetInfo is a named consumer's acknowledged offset and its lag:

@@ -80,6 +80,11 @@ func (b *Broker) AddSuperStream(vhostName, username string, sp SuperStreamSpec) 
 			qargs[a] = v
 		}
 		qargs["x-queue-type"] = "stream"
+		if _, ok := qargs["x-queue-leader-locator"]; !ok && b.replicated() {
+			// Partitions spread over the data groups, so their leaders
+			// over the nodes.
+			qargs["x-queue-leader-locator"] = "balanced"
+		}
 		q := sp.Name + "-" + k
 		if err := b.DeclareQueue(vhostName, username, QueueSpec{Name: q, Durable: true, Arguments: qargs}); err != nil {
 			return err

@@ -104,6 +104,13 @@
 // together. Membership changes of a data
 // group (a member replaced, the group grown or shrunk) are not done yet.
 //
+// Streams are replicated in the same data groups, not in a group each:
+// the broker's group state machine holds their logs beside the quorum
+// queues (broker/streamgroup.go). A group per stream would cost its own
+// heartbeats and per-peer pipelines for every stream, and measured no
+// faster on a loaded node (docs/streams.md, "Replication in a cluster"),
+// while sharing a group batches more commands per entry and fsync.
+//
 // # Cluster port
 //
 // Each node listens on one TCP port (Config.ClusterAddr) and keeps one

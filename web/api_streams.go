@@ -32,6 +32,10 @@ func streamQueueJSON(it item, q broker.QueueInfo) {
 		"consumers":        named,
 		"disk_reads":       si.DiskReads,
 	}
+	if len(q.Members) > 0 {
+		// A replicated stream: what this node's replica has written.
+		it["stream"].(item)["stored_offset"] = si.StoredOffset
+	}
 }
 
 // withQueueType is args with x-queue-type=typ (a queue PUT or imported

@@ -1,0 +1,442 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/amqp"
+	"github.com/warrenmq/warren/queue"
+)
+
+// Replicated streams, the broker's side (the state machine is in
+// streamgroup.go, the store work and the feeding of consumers in
+// streamhost.go). A stream declared in a cluster with data groups is
+// placed like a quorum queue (placeQuorum; a super stream's partitions
+// balanced over the groups, so over their preferred leaders) and its queue
+// entity has both repl and stream set; its streamState's own log stays
+// empty and its goroutine does not run.
+//
+//   - basic.publish: the message joins this node's appender of the stream
+//     (streamAppender, with the channel's publisher id and sequence);
+//     one append command per group round trip carries every message that
+//     waited (at most streamChunkBytes of bodies), through the node's
+//     group proposer, and becomes one chunk on every replica. Confirms
+//     wait for the command to be committed and applied on this node.
+//     Publishers are held back while more than streamPendingCap bytes wait.
+//   - basic.consume: the consumer is a cursor on this node's replica
+//     (this node must be a member of the stream's group), resolved there
+//     from x-stream-offset or its name's stored offset; deliveries come
+//     from the replica as the group applies chunks, and from this node's
+//     store for a consumer behind the in-memory tail.
+//   - basic.ack: credit back; a named consumer's offset is proposed
+//     (StreamStoreOffset), so that it resumes from it through any node.
+//   - Retention: the group's leader proposes StreamRetain with its clock
+//     once a second for the streams with a retention setting.
+
+// streamAppender gathers this node's publishes to one replicated stream
+// while its previous append command is in flight.
+type streamAppender struct {
+	// mu guards the fields below (a leaf lock: taken under qe.mu).
+	mu       sync.Mutex
+	pending  []streamAppend
+	confirms []streamConfirm
+	bytes    int
+	inflight bool
+	// drained, while over streamPendingCap bytes wait, is closed once
+	// they fall under half of it.
+	drained chan struct{}
+}
+
+// streamConfirm is a publisher waiting for the message at index i of the
+// appender's pending list (i counts from the batch's start).
+type streamConfirm struct {
+	i   int
+	ch  *channel
+	seq uint64
+}
+
+// publishStreamReplLocked appends msg to replicated stream qe through
+// this node's appender; with confirmSeq the confirm waits for the append's
+// commit. It reports whether the message went. Hold qe.mu; nothing here
+// blocks.
+func (ch *channel) publishStreamReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
+	b := ch.c.b
+	p := b.proposer(qe.repl.group)
+	if p == nil {
+		if confirmSeq != 0 {
+			ch.confirms.hold(confirmSeq)
+			ch.journaled(confirmSeq, errLinkDown)
+		}
+		return false
+	}
+	if ch.replPub == 0 {
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		ch.replPub = binary.BigEndian.Uint64(id[:]) | 1
+	}
+	ch.replSeq++
+	if confirmSeq != 0 {
+		ch.confirms.hold(confirmSeq)
+	}
+	qe.stats.publish++
+	a := &qe.stream.app
+	a.mu.Lock()
+	if confirmSeq != 0 {
+		a.confirms = append(a.confirms, streamConfirm{i: len(a.pending), ch: ch, seq: confirmSeq})
+	}
+	a.pending = append(a.pending, streamAppend{pub: ch.replPub, seq: ch.replSeq, msg: msg})
+	a.bytes += len(msg.Body)
+	if a.bytes > streamPendingCap {
+		if a.drained == nil {
+			a.drained = make(chan struct{})
+		}
+		if *throttle == nil {
+			*throttle = a.drained
+		}
+	}
+	start := !a.inflight
+	a.inflight = true
+	a.mu.Unlock()
+	if start {
+		b.flushStreamAppends(qe, p)
+	}
+	return true
+}
+
+// flushStreamAppends proposes the next append command of qe's appender,
+// or marks it idle when nothing waits. Called by the publisher that found
+// it idle and by the previous command's completion (no lock held but,
+// for the first, qe.mu).
+func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
+	a := &qe.stream.app
+	a.mu.Lock()
+	n, size := 0, 0
+	for n < len(a.pending) && (n == 0 || size+len(a.pending[n].msg.Body) <= streamChunkBytes) {
+		size += len(a.pending[n].msg.Body)
+		n++
+	}
+	if n == 0 {
+		a.inflight = false
+		if a.drained != nil {
+			close(a.drained)
+			a.drained = nil
+		}
+		a.mu.Unlock()
+		return
+	}
+	batch := a.pending[:n:n]
+	a.pending = a.pending[n:]
+	k := 0
+	for k < len(a.confirms) && a.confirms[k].i < n {
+		k++
+	}
+	confirms := a.confirms[:k:k]
+	a.confirms = a.confirms[k:]
+	for i := range a.confirms {
+		a.confirms[i].i -= n
+	}
+	a.bytes -= size
+	if a.drained != nil && a.bytes <= streamPendingCap/2 {
+		close(a.drained)
+		a.drained = nil
+	}
+	a.mu.Unlock()
+	cmd := appendStreamAppendCmd(make([]byte, 0, size+64*n), qe.repl.key, nowMs(), batch)
+	p.submit(cmd, func(r *GroupResult, err error) {
+		if err == nil && r.Err != nil {
+			err = r.Err
+		}
+		if err != nil {
+			b.log.Warn("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
+		}
+		for _, c := range confirms {
+			c.ch.journaled(c.seq, err)
+		}
+		b.flushStreamAppends(qe, p)
+	})
+}
+
+// replStream returns the group state machine holding replicated stream qe
+// on this node (nil when this node is not a member).
+func (b *Broker) replStream(qe *queueEntity) *QueueGroup {
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.machines[qe.repl.group]
+}
+
+// createStreamRepl makes sure qe's group has the stream (a declaration:
+// the create command is idempotent), unless this node's replica has it.
+func (b *Broker) createStreamRepl(qe *queueEntity, cls, mth uint16) error {
+	if m := b.replStream(qe); m != nil {
+		if _, _, _, _, ok := m.StreamOffsets(qe.repl.key); ok {
+			return nil
+		}
+	}
+	qe.mu.Lock()
+	cfg := qe.stream.s.Config()
+	qe.mu.Unlock()
+	res, err := b.replCall(qe, GroupStreamCreateCmd(qe.repl.key, cfg), cls, mth)
+	if err == nil && res.Err != nil {
+		err = amqp.Errorf(amqp.InternalError, cls, mth, "stream '%s': %v", qe.name, res.Err)
+	}
+	return err
+}
+
+// consumeStreamRepl is basic.consume on a replicated stream: a cursor on
+// this node's replica, with consumeStream's rules.
+func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag string) error {
+	v := ch.c.vhost
+	if ch.prefetch == 0 {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 20,
+			"consumer prefetch count is not set for 'queue '%s' in vhost '%s''", qe.name, v.name)
+	}
+	if m.NoAck {
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 20,
+			"automatic acknowledgement not supported by stream queues queue '%s' in vhost '%s'", qe.name, v.name)
+	}
+	if ch.globalPrefetch.Load() > 0 {
+		return amqp.Errorf(amqp.NotImplemented, amqp.ClassBasic, 20,
+			"queue '%s' in vhost '%s' does not support global qos", qe.name, v.name)
+	}
+	a, err := parseStreamConsumeArgs(m.Arguments, qe.name, v.name, time.Now())
+	if err != nil {
+		return err
+	}
+	single := a.single || qe.stream.single
+	if single && a.name == "" {
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 20,
+			"single active consumer on stream queue '%s' in vhost '%s' needs x-stream-consumer-name", qe.name, v.name)
+	}
+	g := ch.c.b.replStream(qe)
+	if g == nil {
+		return groupDown(qe, amqp.ClassBasic, 20)
+	}
+	cons := &consumer{
+		consumerArgs: consumerArgs{Tag: tag, Exclusive: m.Exclusive, Prefetch: ch.prefetch},
+		ch:           ch,
+		qe:           qe,
+	}
+	sc := &queue.StreamConsumer{
+		Tag: tag, Prefetch: ch.prefetch, Gate: cons, Owner: cons,
+		Filters: a.filters, MatchUnfiltered: a.matchUnfiltered,
+		Name: a.name, Single: single,
+	}
+	cons.stream = sc
+	partition := 0
+	if single {
+		partition = v.partitionIndex(qe.name)
+	}
+	g.mu.Lock()
+	gs := g.streams[qe.repl.key]
+	if gs == nil {
+		g.mu.Unlock()
+		return groupDown(qe, amqp.ClassBasic, 20)
+	}
+	s := gs.s
+	sc.Offset = s.Resolve(a.offset)
+	if a.name != "" && a.offset.Kind == queue.OffsetNext {
+		if off, ok := s.NamedOffset(a.name); ok {
+			sc.Offset = min(max(off+1, s.FirstOffset()), s.NextOffset())
+		}
+	}
+	if single {
+		s.SetPartition(partition)
+	}
+	s.AddConsumer(sc)
+	ch.mu.Lock()
+	ch.consumers[tag] = cons
+	ch.mu.Unlock()
+	if !m.NoWait {
+		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
+	}
+	if g.host != nil {
+		g.host.dispatchLocked(gs)
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+// withReplStream runs f on qe's replica stream under its group's lock,
+// then dispatches; nothing when this node has no replica of it.
+func (b *Broker) withReplStream(qe *queueEntity, f func(s *queue.Stream)) {
+	g := b.replStream(qe)
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	if gs := g.streams[qe.repl.key]; gs != nil {
+		f(gs.s)
+		if g.host != nil {
+			g.host.dispatchLocked(gs)
+		}
+	}
+	g.mu.Unlock()
+}
+
+// removeStreamReplConsumer takes cons off its replicated stream.
+func (qe *queueEntity) removeStreamReplConsumer(cons *consumer) {
+	qe.vhost.b.withReplStream(qe, func(s *queue.Stream) { s.RemoveConsumer(cons.stream) })
+}
+
+// settleStreamRepl acknowledges the run of deliveries ps[i:] of one
+// replicated stream: credit back, and a named consumer's offset proposed.
+// It returns the index after the run.
+func (ch *channel) settleStreamRepl(ps []pending, i int) int {
+	qe := ps[i].qe
+	b := qe.vhost.b
+	for i < len(ps) && ps[i].qe == qe {
+		cons := ps[i].cons
+		j := i
+		var last uint64
+		for ; j < len(ps) && ps[j].qe == qe && ps[j].cons == cons; j++ {
+			last = max(last, ps[j].seq)
+		}
+		n := j - i
+		i = j
+		if cons == nil || cons.stream == nil {
+			continue
+		}
+		b.withReplStream(qe, func(s *queue.Stream) { s.Return(cons.stream, n) })
+		qe.mu.Lock()
+		qe.stats.ack += uint64(n)
+		qe.mu.Unlock()
+		if name := cons.stream.Name; name != "" {
+			if p := b.proposer(qe.repl.group); p != nil {
+				p.submit(GroupStreamOffsetCmd(qe.repl.key, name, last), nil)
+			}
+		}
+	}
+	return i
+}
+
+// streamReturnRepl gives back the credit of the deliveries of ps[i:] of
+// replicated stream ps[i].qe and returns the index after them.
+func (ch *channel) streamReturnRepl(ps []pending, i int) int {
+	qe := ps[i].qe
+	j := i
+	for j < len(ps) && ps[j].qe == qe {
+		j++
+	}
+	run := ps[i:j]
+	qe.vhost.b.withReplStream(qe, func(s *queue.Stream) {
+		for _, p := range run {
+			if c := p.cons; c != nil && c.stream != nil {
+				s.Return(c.stream, 1)
+			}
+		}
+	})
+	return j
+}
+
+// streamReplCounts returns the messages retained and this node's
+// consumers of replicated stream qe, as this node's replica has them.
+func (b *Broker) streamReplCounts(qe *queueEntity) (msgs, consumers int) {
+	g := b.replStream(qe)
+	if g == nil {
+		return 0, 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gs := g.streams[qe.repl.key]; gs != nil {
+		return int(gs.s.Messages()), len(gs.s.Consumers())
+	}
+	return 0, 0
+}
+
+// streamReplInfo fills in the stream part of a replicated stream's
+// management record from this node's replica.
+func (b *Broker) streamReplInfo(qe *queueEntity, qi *QueueInfo) {
+	qi.Type = "stream"
+	qi.Ready, qi.Unacked, qi.Consumers = 0, 0, 0
+	g := b.replStream(qe)
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gs := g.streams[qe.repl.key]
+	if gs == nil {
+		return
+	}
+	s := gs.s
+	cfg := s.Config()
+	qi.Ready, qi.ReadyBytes, qi.Consumers = int(s.Messages()), s.Bytes(), len(s.Consumers())
+	si := &StreamInfo{
+		FirstOffset: s.FirstOffset(), NextOffset: s.NextOffset(), CommittedOffset: s.CommittedOffset(),
+		Segments: s.Segments(), Chunks: s.Chunks(), Bytes: s.Bytes(), MaxBytes: cfg.MaxBytes, MaxAge: cfg.MaxAge,
+		StoredOffset: gs.stored,
+	}
+	for name, off := range s.NamedOffsets() {
+		var lag uint64
+		if end := s.CommittedOffset(); end > off+1 {
+			lag = end - off - 1
+		}
+		si.Named = append(si.Named, StreamOffsetInfo{Name: name, Offset: off, Lag: lag})
+	}
+	sort.Slice(si.Named, func(i, j int) bool { return si.Named[i].Name < si.Named[j].Name })
+	qi.Stream = si
+}
+
+// streamRetainLoop runs while the broker does: once a second, for the
+// groups this node leads, it proposes retention at its clock for their
+// streams with a retention setting.
+func (b *Broker) streamRetainLoop() {
+	r := &b.repl
+	defer r.wg.Done()
+	t := time.NewTicker(streamTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		machines := make(map[uint64]*QueueGroup, len(r.machines))
+		for g, m := range r.machines {
+			machines[g] = m
+		}
+		r.mu.Unlock()
+		for g, m := range machines {
+			if !b.cfg.QuorumGroups.Leader(g) {
+				continue
+			}
+			var keys []GroupQueueKey
+			m.mu.Lock()
+			for k, gs := range m.streams {
+				if cfg := gs.s.Config(); cfg.MaxBytes > 0 || cfg.MaxAge > 0 {
+					keys = append(keys, k)
+				}
+			}
+			m.mu.Unlock()
+			if len(keys) == 0 {
+				continue
+			}
+			p := b.proposer(g)
+			if p == nil {
+				continue
+			}
+			now := nowMs()
+			for _, k := range keys {
+				p.submit(GroupStreamRetainCmd(k, now), nil)
+			}
+		}
+	}
+}
+
+// streamArg reports whether declare arguments ask for a stream.
+func streamArg(args amqp.Table) bool {
+	switch t := args["x-queue-type"].(type) {
+	case string:
+		return t == "stream"
+	case []byte:
+		return string(t) == "stream"
+	}
+	return false
+}
