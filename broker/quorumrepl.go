@@ -893,9 +893,11 @@ func (b *Broker) observe(g uint64, res *GroupResult, viaBodies bool) {
 // applies may be and still be written to its consumer: one older was
 // decided while this node could not apply it (cut off, catching up), and
 // an 'O' may have returned it since; it is returned instead (if its
-// consumer still holds it), and comes again flagged redelivered. Nodes'
-// clocks must agree to well within this.
-const replLateMs = 2000
+// consumer still holds it), and comes again flagged redelivered. The
+// command's time is its proposing node's when it was submitted, so this
+// bounds the proposer's backlog too (a delivery it makes late is a
+// redelivery, not a loss), and nodes' clocks must agree to well within it.
+const replLateMs = 5000
 
 // returnOrphan returns the delivery seq of queue k held by holder, a
 // consumer of this process that is gone here (or that gets it late). It

@@ -121,8 +121,8 @@
 // the connection dialed by the node with the smaller name and close the other;
 // a connection from a new incarnation of a peer (it restarted) replaces the old
 // one. yamux pings each session every second; one whose ping goes unanswered
-// for 5 s is closed, so a peer cut off by a partition is seen gone within
-// about 6 s (and redialed once it answers again). Sessions are filed by the peer's advertised address, which is its Raft
+// for 10 s is closed, so a peer cut off by a partition is seen gone within
+// about 11 s (and redialed once it answers again). Sessions are filed by the peer's advertised address, which is its Raft
 // server address in every group.
 //
 // # Handshake

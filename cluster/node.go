@@ -332,7 +332,7 @@ func (n *Node) refused(remote, name string, err error) {
 
 // sessionTimeout bounds a keepalive ping's round trip (and a frame's
 // write) on a peer's session.
-const sessionTimeout = 5 * time.Second
+const sessionTimeout = 10 * time.Second
 
 func (n *Node) yamuxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()

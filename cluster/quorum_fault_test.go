@@ -451,8 +451,8 @@ func TestClusterQuorumQueuePartition(t *testing.T) {
 		})
 		r.traffic(traffic)
 		// Long enough for the majority to return what the cut-off
-		// node's consumer held: its session ends within 6 s (pings
-		// every second, unanswered for 5 s), and the group's leader
+		// node's consumer held: its session ends within 11 s (pings
+		// every second, unanswered for 10 s), and the group's leader
 		// returns its consumers' deliveries 3 s after that.
 		waitFor(t, "the cut-off node's deliveries returned", func() bool { return returned(n) > before })
 		time.Sleep(time.Until(at.Add(5 * time.Second)))
