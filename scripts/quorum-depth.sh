@@ -17,7 +17,9 @@
 #   bash scripts/quorum-depth.sh
 #   SYSTEMS=warren MESSAGES=200000 bash scripts/quorum-depth.sh
 #
-# WARREN_FLAGS adds flags to every Warren node. Nothing but 127.0.0.1 is
+# WARREN_FLAGS adds flags to every Warren node. With HEAP_DIR set, each
+# Warren node serves pprof (127.0.0.1:W_PPROF+i) and its heap profile is
+# saved there as node<i>.heap before it stops. Nothing but 127.0.0.1 is
 # contacted; everything started is stopped on exit.
 set -euo pipefail
 if [ -n "${WARREN_BIN:-}" ]; then WARREN_BIN=$(realpath "$WARREN_BIN"); fi
@@ -28,7 +30,8 @@ MESSAGES=${MESSAGES:-1000000}
 SIZE=${SIZE:-16}
 CONFIRM=${CONFIRM:-1000}
 SETTLE=${SETTLE:-20}
-W_AMQP=${W_AMQP:-5830} W_HTTP=${W_HTTP:-15830} W_CLUSTER=${W_CLUSTER:-25830}
+W_AMQP=${W_AMQP:-5830} W_HTTP=${W_HTTP:-15830} W_CLUSTER=${W_CLUSTER:-25830} W_PPROF=${W_PPROF:-6830}
+HEAP_DIR=${HEAP_DIR:-}
 
 log() { printf '[quorum-depth %4ds] %s\n' "$SECONDS" "$*" >&2; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -52,6 +55,7 @@ warren_pid() { echo "${WPID[$1]}"; }
 warren_boot() {
   local i=$1 join=()
   [ "$i" = 1 ] || join=(--join "127.0.0.1:$((W_CLUSTER + 1))")
+  [ -z "$HEAP_DIR" ] || join+=(--pprof-addr "127.0.0.1:$((W_PPROF + i))")
   "$W" --amqp-addr "127.0.0.1:$((W_AMQP + i))" --http-addr "127.0.0.1:$((W_HTTP + i))" \
     --metrics-addr - --data-dir "$TMP/warren/node$i" --log-level warn \
     --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
@@ -106,6 +110,16 @@ declare -A RESULT=()
 for s in $SYSTEMS; do
   log "$s: starting three nodes"
   "${s}_start"
+  if [ "$s" = warren ]; then
+    # A quorum queue declared before the data groups are planned would
+    # stay on its node: wait for the plan on every node.
+    for i in 1 2 3; do
+      for _ in $(seq 240); do
+        curl -fsS -u guest:guest "http://$(warren_http "$i")/api/global-parameters/warren_data_groups" >/dev/null 2>&1 && break
+        sleep 0.5
+      done
+    done
+  fi
   # The quorum queue, declared once the cluster (and its data groups)
   # take it.
   for _ in $(seq 240); do
@@ -114,6 +128,11 @@ for s in $SYSTEMS; do
       "http://$("${s}_http" 1)/api/queues/%2F/depth" >/dev/null 2>&1 && break
     sleep 0.5
   done
+  if [ "$s" = warren ]; then
+    members=$(curl -fsS -u guest:guest "http://$(warren_http 1)/api/queues/%2F/depth" | grep -o '"members":\[[^]]*\]' || true)
+    [ -n "$members" ] || { log "warren: the queue is not replicated (no members)"; exit 1; }
+    log "warren: queue $members"
+  fi
   log "$s: publishing $MESSAGES messages of $SIZE B with confirms"
   start=$SECONDS
   "$W" bench --uri "$("${s}_uri" 1)" --producers 1 --consumers 0 --predeclared --queue-pattern depth \
@@ -133,6 +152,10 @@ for s in $SYSTEMS; do
     RESULT[$s$i]=$(rss_mib "$("${s}_pid" "$i")")
   done
   echo "$line"
+  if [ "$s" = warren ] && [ -n "$HEAP_DIR" ]; then
+    mkdir -p "$HEAP_DIR"
+    for i in 1 2 3; do curl -fsS "http://127.0.0.1:$((W_PPROF + i))/debug/pprof/heap" >"$HEAP_DIR/node$i.heap" || true; done
+  fi
   "${s}_stop"
 done
 
