@@ -73,7 +73,8 @@ type bodyJob struct {
 	kind  bodyJobKind
 	id    uint64 // store.ReplID
 	entry queue.Entry
-	key   GroupQueueKey       // page in
+	key   GroupQueueKey       // page in, dead letter
+	dl    queue.DeadLetter    // dead letter
 	cons  *consumer           // deliver: this node's consumer
 	get   chan *queue.Message // get: the waiting basic.get
 	del   bool                // deliver, get: delete the body after (no-ack)
@@ -87,6 +88,10 @@ const (
 	jobDelete
 	jobDropQueue
 	jobPageIn
+	// jobDeadLetter: a paged-out message dead-lettered on the group's
+	// leader: its body is read and the dead letter handed to deadLoop,
+	// then the body deleted.
+	jobDeadLetter
 )
 
 // newGroupBodies returns group g's body store, nil without a store.
@@ -132,7 +137,16 @@ func (gb *groupBodies) after(k GroupQueueKey, q *queue.Queue, cmd *queue.Cmd, r 
 	for i := range r.Effects {
 		f := &r.Effects[i]
 		switch f.Kind {
-		case queue.EffSettled, queue.EffDeadLetter:
+		case queue.EffDeadLetter:
+			if f.Entry.Msg == nil && q.Config().DeadLetter && gb.b.cfg.QuorumGroups.Leader(gb.group) {
+				// Republished by this node (Broker.observe leaves it to
+				// us): with its body, read first.
+				gb.push(bodyJob{kind: jobDeadLetter, id: id, key: k, entry: f.Entry,
+					dl: queue.DeadLetter{Entry: f.Entry, Reason: f.Reason}})
+			} else if f.Entry.Spilled {
+				gb.push(bodyJob{kind: jobDelete, id: id, entry: f.Entry})
+			}
+		case queue.EffSettled:
 			if f.Entry.Spilled {
 				gb.push(bodyJob{kind: jobDelete, id: id, entry: f.Entry})
 			}
@@ -333,6 +347,15 @@ func (gb *groupBodies) run() {
 				if err := gb.st.RemoveReplBodies(j.id); err != nil {
 					gb.b.log.Warn("dropping the bodies of a deleted quorum queue", zap.Uint64("group", gb.group), zap.Error(err))
 				}
+			case jobDeadLetter:
+				if m := bodies[bodyRef{j.id, j.entry.Seq}]; m != nil {
+					j.dl.Entry.Msg = m
+					gb.b.queueDead(replDead{key: j.key, dl: j.dl})
+				} else {
+					gb.b.log.Error("the body of a dead-lettered quorum queue message is missing from the store: not republished",
+						zap.Uint64("group", gb.group), zap.Uint64("message", j.entry.Seq))
+				}
+				gb.st.RemoveReplBody(j.id, j.entry.Seq)
 			case jobGet, jobDeliver:
 				if j.entry.Msg == nil {
 					j.entry.Msg = bodies[bodyRef{j.id, j.entry.Seq}]
@@ -359,7 +382,7 @@ type bodyRef struct{ id, seq uint64 }
 func (gb *groupBodies) read(jobs []bodyJob) map[bodyRef]*queue.Message {
 	want := map[uint64][]uint64{}
 	for i := range jobs {
-		if j := &jobs[i]; (j.kind == jobDeliver || j.kind == jobGet) && j.entry.Msg == nil {
+		if j := &jobs[i]; (j.kind == jobDeliver || j.kind == jobGet || j.kind == jobDeadLetter) && j.entry.Msg == nil {
 			want[j.id] = append(want[j.id], j.entry.Seq)
 		}
 	}

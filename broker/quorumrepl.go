@@ -848,15 +848,11 @@ func (b *Broker) observe(g uint64, res *GroupResult, viaBodies bool) {
 					leader = 1
 				}
 			}
-			if leader == 1 {
-				r.mu.Lock()
-				r.dead = append(r.dead, replDead{key: res.Key, dl: queue.DeadLetter{Entry: f.Entry, Reason: f.Reason},
+			if leader == 1 && !(viaBodies && f.Kind == queue.EffDeadLetter && f.Entry.Msg == nil) {
+				// (A paged-out message's body is read by the group's
+				// bodies runner, which hands the dead letter on.)
+				b.queueDead(replDead{key: res.Key, dl: queue.DeadLetter{Entry: f.Entry, Reason: f.Reason},
 					expired: f.Kind == queue.EffExpired})
-				r.mu.Unlock()
-				select {
-				case r.deadKick <- struct{}{}:
-				default:
-				}
 			}
 			continue
 		}
@@ -1220,6 +1216,18 @@ func (b *Broker) tickGroups() int64 {
 
 // replDead is a dead letter (or, with expired, a queue's expiry) of a
 // replicated queue, for the dead-letter worker of the group's leader.
+// queueDead hands d to deadLoop.
+func (b *Broker) queueDead(d replDead) {
+	r := &b.repl
+	r.mu.Lock()
+	r.dead = append(r.dead, d)
+	r.mu.Unlock()
+	select {
+	case r.deadKick <- struct{}{}:
+	default:
+	}
+}
+
 type replDead struct {
 	key     GroupQueueKey
 	dl      queue.DeadLetter

@@ -188,3 +188,45 @@ func TestClusterQuorumExpires(t *testing.T) {
 		t.Fatalf("exp.used, in use, is gone: %v", names)
 	}
 }
+
+// TestClusterQuorumDeadLetterPagedOut: messages of a replicated quorum
+// queue paged out to the members' stores (a window of 10) that expire are
+// dead-lettered with their bodies, each once.
+func TestClusterQuorumDeadLetterPagedOut(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "1", "--queue-memory-messages", "10")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	declareQuorum(t, nodes[0], "pdlq", nil)
+	declareQuorum(t, nodes[0], "pttl", amqp091.Table{"x-message-ttl": int32(1500),
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "pdlq"})
+	waitSameDefinitions(t, nodes...)
+	_, ch := dial(t, nodes[1])
+	const n = 100
+	if acked := linkPublish(t, ch, "p", "", "pttl", n, false); len(acked) != n {
+		t.Fatalf("%d of %d confirmed", len(acked), n)
+	}
+	_, ch3 := dial(t, nodes[2])
+	ds, err := ch3.Consume("pdlq", "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for len(seen) < n {
+		select {
+		case d := <-ds:
+			r := recordOf(d)
+			if want := fmt.Sprintf("p-%d", r.seq); string(d.Body) != want {
+				t.Fatalf("dead letter %d: body %q, want %q", r.seq, d.Body, want)
+			}
+			if seen[r.seq] {
+				t.Fatalf("dead letter %d twice", r.seq)
+			}
+			seen[r.seq] = true
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d dead letters", len(seen), n)
+		}
+	}
+}
