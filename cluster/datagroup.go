@@ -249,9 +249,7 @@ func (d *DataGroups) Wake(spec GroupSpec) *RaftLog {
 	if err != nil || dg == nil {
 		return d.Group(spec.ID)
 	}
-	d.wg.Add(1)
 	go func() {
-		defer d.wg.Done()
 		if err := d.run(dg); err != nil && !errors.Is(err, ErrClosed) {
 			d.log.Warn("starting a data group", zap.Uint64("group", spec.ID), zap.Error(err))
 		}
@@ -260,7 +258,8 @@ func (d *DataGroups) Wake(spec GroupSpec) *RaftLog {
 }
 
 // add files a log for spec, not started yet, and returns it; nil when this
-// node is not a member or the group is filed already.
+// node is not a member or the group is filed already. The caller must run
+// it (run): Close waits for that.
 func (d *DataGroups) add(spec GroupSpec) (*dataGroup, error) {
 	self := d.cfg.Node.Name()
 	if spec.ID == MetadataGroup || !slices.ContainsFunc(spec.Members, func(m GroupMember) bool { return m.Name == self }) {
@@ -292,11 +291,13 @@ func (d *DataGroups) add(spec GroupSpec) (*dataGroup, error) {
 	l.starting.Store(true)
 	dg := &dataGroup{spec: spec, log: l, machine: m}
 	d.groups[spec.ID] = dg
+	d.wg.Add(1)
 	return dg, nil
 }
 
 // run starts a group add filed; a group that fails to start is unfiled.
 func (d *DataGroups) run(dg *dataGroup) error {
+	defer d.wg.Done()
 	dg.machine.get()
 	err := dg.log.Start(false)
 	d.mu.Lock()
