@@ -22,9 +22,12 @@
 //	queueEntity.mu → linkPeer.mu, linkServer.mu → linkWriter.mu
 //	QueueGroup.mu → queueEntity.mu → groupProposer.mu → replState.mu
 //	QueueGroup.mu → channel.mu → outbound.mu
+//	QueueGroup.mu → streamHost.mu, replState.mu
+//	queueEntity.mu → streamAppender.mu; queueEntity.mu → groupProposer.mu
 //
 // (QueueGroup.mu is held while a data group applies a command, and the
-// node's deliveries of it are written: quorumrepl.go.)
+// node's deliveries of it are written: quorumrepl.go, and for replicated
+// streams streamhost.go.)
 //
 // # Remote queues
 //

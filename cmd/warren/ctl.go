@@ -59,6 +59,7 @@ func ctlCommand() *cli.Command {
 			clearPolicyCommand("clear_policy", "/api/policies/"),
 			clearPolicyCommand("clear_operator_policy", "/api/operator-policies/"),
 			addSuperStreamCommand(),
+			streamStatusCommand(),
 			deleteSuperStreamCommand(),
 			{
 				Name: "add_user", Usage: "add or update a user", ArgsUsage: "NAME PASSWORD",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -86,4 +87,56 @@ func (n jsonNumber) MarshalJSON() ([]byte, error) {
 		}
 	}
 	return []byte(n), nil
+}
+
+// streamStatusCommand is rabbitmq-streams stream_status: a stream's
+// offsets as the answering node's replica has them and, in a cluster, its
+// leader and members.
+func streamStatusCommand() *cli.Command {
+	return &cli.Command{
+		Name: "stream_status", Usage: "show a stream's leader, members and offsets", ArgsUsage: "NAME", Flags: ctlFlags(vhostFlag),
+		Action: func(cc *cli.Context) error {
+			name, err := oneArg(cc)
+			if err != nil {
+				return err
+			}
+			var q struct {
+				Type    string   `json:"type"`
+				Leader  string   `json:"leader"`
+				Members []string `json:"members"`
+				Online  []string `json:"online"`
+				Stream  *struct {
+					First     uint64  `json:"first_offset"`
+					Next      uint64  `json:"next_offset"`
+					Committed uint64  `json:"committed_offset"`
+					Stored    *uint64 `json:"stored_offset"`
+					Consumers []struct {
+						Name   string `json:"name"`
+						Offset uint64 `json:"offset"`
+						Lag    uint64 `json:"lag"`
+					} `json:"consumers"`
+				} `json:"stream"`
+			}
+			path := "/api/queues/" + url.PathEscape(cc.String("vhost")) + "/" + url.PathEscape(name)
+			if err := ctlDo(cc, "GET", path, nil, &q); err != nil {
+				return err
+			}
+			if q.Type != "stream" || q.Stream == nil {
+				return fmt.Errorf("%s is not a stream", name)
+			}
+			w := cc.App.Writer
+			if len(q.Members) > 0 {
+				fmt.Fprintf(w, "leader\t%s\nmembers\t%s\nonline\t%s\n", q.Leader, strings.Join(q.Members, ","), strings.Join(q.Online, ","))
+			}
+			s := q.Stream
+			fmt.Fprintf(w, "first_offset\t%d\nnext_offset\t%d\ncommitted_offset\t%d\n", s.First, s.Next, s.Committed)
+			if s.Stored != nil {
+				fmt.Fprintf(w, "stored_offset\t%d\n", *s.Stored)
+			}
+			for _, c := range s.Consumers {
+				fmt.Fprintf(w, "consumer\t%s\toffset %d\tlag %d\n", c.Name, c.Offset, c.Lag)
+			}
+			return nil
+		},
+	}
 }

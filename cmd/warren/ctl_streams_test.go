@@ -62,3 +62,17 @@ func TestCtlSuperStreams(t *testing.T) {
 		t.Errorf("exchange left after delete_super_stream:\n%s", out)
 	}
 }
+
+func TestCtlStreamStatus(t *testing.T) {
+	e := newCtlEnv(t)
+	e.must("add_super_stream", "--partitions", "1", "st")
+	out := e.must("stream_status", "st-0")
+	for _, want := range []string{"first_offset\t0", "next_offset\t0", "committed_offset\t0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stream_status lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := e.run("", "stream_status", "st"); err == nil {
+		t.Error("stream_status of a missing queue succeeded")
+	}
+}
