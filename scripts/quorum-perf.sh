@@ -9,7 +9,8 @@
 #               (QUEUE_COUNTS), the queues spread over the nodes: node i
 #               declares its share (client-local: each queue's leader is the
 #               node it was declared through) and one `warren bench` per node
-#               publishes to and consumes from its share there, one producer
+#               publishes (through an exchange of its own) to and consumes
+#               from its share there, one producer
 #               and one consumer per queue, persistent 16 B bodies, confirm
 #               window CONFIRM (500), prefetch 1000, multi-ack 100, for
 #               THROUGHPUT_SECONDS (15); the rates of the nodes are summed
@@ -190,7 +191,7 @@ throughput() {
     local conns=0
     [ "$share" -le 4 ] || conns=8
     "$W" bench --uri "$("${s}_uri" "$i")" --queues "$share" -x "$share" -y "$share" --connections "$conns" \
-      --queue-pattern "qperf-$run-$q-n$i-%d" --queue-args x-queue-type=quorum --auto-delete=false \
+      --queue-pattern "qperf-$run-$q-n$i-%d" --exchange "qperf-$run-$q-n$i" --queue-args x-queue-type=quorum --auto-delete=false \
       --persistent --confirm "$CONFIRM" --prefetch 1000 --multi-ack 100 -s 16 \
       --duration "${THROUGHPUT_SECONDS}s" --json >"$TMP/tp$i.json" 2>>"$TMP/bench.log" &
     BENCH_PIDS+=($!)
