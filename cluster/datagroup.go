@@ -35,7 +35,12 @@ import (
 //     that leads a group it is not the first member of hands the
 //     leadership to that member while it is a voter connected to this node
 //     (and tries again no sooner than transferBackoff after a failure): a
-//     node that comes back takes its groups back.
+//     node that comes back takes its groups back. The hand-over waits
+//     until the group is quiet (nothing applied for a whole balanceEvery):
+//     Raft refuses proposals while a transfer is in progress, so handing a
+//     busy group over would refuse (nack) its publishes, e.g. the first
+//     ones to a queue in a group that was just woken and elected another
+//     member first.
 
 // GroupMember is a member of a data group: a node's name and cluster
 // address.
@@ -193,8 +198,10 @@ type dataGroup struct {
 	spec    GroupSpec
 	log     *RaftLog
 	machine *lazyMachine
-	// retryAt: no leadership transfer before then (balancer goroutine).
+	// retryAt: no leadership transfer before then; applied: the group's
+	// applied index at the balancer's last look (balancer goroutine).
 	retryAt time.Time
+	applied uint64
 }
 
 // NewDataGroups returns the manager of this node's data groups.
@@ -386,7 +393,10 @@ func (d *DataGroups) balance() {
 		now := time.Now()
 		for _, dg := range groups {
 			pref := dg.spec.Members[0]
-			if pref.Name == d.cfg.Node.Name() || now.Before(dg.retryAt) || !dg.log.IsLeader() {
+			applied := dg.log.AppliedIndex()
+			busy := applied != dg.applied
+			dg.applied = applied
+			if pref.Name == d.cfg.Node.Name() || now.Before(dg.retryAt) || busy || !dg.log.IsLeader() {
 				continue
 			}
 			if dg.log.Members()[pref.Name] != pref.Addr || !d.cfg.Node.connected(pref.Addr) {
