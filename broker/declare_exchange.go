@@ -9,6 +9,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
 )
 
 func notFoundExchange(name, vhost string, classID, methodID uint16) error {
@@ -147,27 +148,8 @@ func sameArg(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-func argInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return int64(x), true
-	case uint8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	}
-	return 0, false
-}
+// argInt is an integer argument of any width as an int64 (queue.IntArg).
+func argInt(v any) (int64, bool) { return queue.IntArg(v) }
 
 func argFloat(v any) (float64, bool) {
 	switch x := v.(type) {

@@ -83,14 +83,15 @@ func DedupKey(header []byte) (key string, ttl int64, ok bool) {
 		key = "\x00" + string(sum[:])
 	}
 	ttl = -1
-	if n, isInt := intValue(h.Properties.Headers[DedupTTLHeader]); isInt && n >= 0 {
+	if n, isInt := IntArg(h.Properties.Headers[DedupTTLHeader]); isInt && n >= 0 {
 		ttl = n
 	}
 	return key, ttl, true
 }
 
-// intValue is v as an int64 when it is an integer of any width.
-func intValue(v any) (int64, bool) {
+// IntArg is v, a value of a field table (an argument or header), as an
+// int64 when it is an integer of any width.
+func IntArg(v any) (int64, bool) {
 	switch x := v.(type) {
 	case int8:
 		return int64(x), true
