@@ -617,6 +617,28 @@ func (b *Broker) replCounts(qe *queueEntity) (ready, consumers int) {
 	return ready, consumers
 }
 
+// replPublisher returns qe's group proposer for a publish of ch, with
+// ch's publisher id made and its sequence counted, or nil (the publish
+// nacked when confirmSeq is set) when this node has no proposer for the
+// group.
+func (ch *channel) replPublisher(qe *queueEntity, confirmSeq uint64) *groupProposer {
+	p := ch.c.b.proposer(qe.repl.group)
+	if p == nil {
+		if confirmSeq != 0 {
+			ch.confirms.hold(confirmSeq)
+			ch.journaled(confirmSeq, errLinkDown)
+		}
+		return nil
+	}
+	if ch.replPub == 0 {
+		var id [8]byte
+		_, _ = rand.Read(id[:])
+		ch.replPub = binary.BigEndian.Uint64(id[:]) | 1
+	}
+	ch.replSeq++
+	return p
+}
+
 // publishReplLocked proposes the enqueue of msg on qe; with confirmSeq
 // the confirm waits for its result. It reports whether the message went,
 // and sets *throttle when the group's backlog on this node is over its
@@ -625,20 +647,10 @@ func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confir
 	if qe.stream != nil {
 		return ch.publishStreamReplLocked(qe, msg, confirmSeq, throttle)
 	}
-	p := ch.c.b.proposer(qe.repl.group)
+	p := ch.replPublisher(qe, confirmSeq)
 	if p == nil {
-		if confirmSeq != 0 {
-			ch.confirms.hold(confirmSeq)
-			ch.journaled(confirmSeq, errLinkDown)
-		}
 		return false
 	}
-	if ch.replPub == 0 {
-		var id [8]byte
-		_, _ = rand.Read(id[:])
-		ch.replPub = binary.BigEndian.Uint64(id[:]) | 1
-	}
-	ch.replSeq++
 	c := queue.Cmd{Op: queue.OpEnqueue, Now: nowMs(), TTL: messageTTL(msg.Header), Msg: msg,
 		Publisher: queue.PublisherID(ch.replPub), PubSeq: ch.replSeq}
 	var done func(*GroupResult, error)

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"sort"
 	"sync"
 	"time"
@@ -66,20 +64,10 @@ type streamConfirm struct {
 // blocks.
 func (ch *channel) publishStreamReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
 	b := ch.c.b
-	p := b.proposer(qe.repl.group)
+	p := ch.replPublisher(qe, confirmSeq)
 	if p == nil {
-		if confirmSeq != 0 {
-			ch.confirms.hold(confirmSeq)
-			ch.journaled(confirmSeq, errLinkDown)
-		}
 		return false
 	}
-	if ch.replPub == 0 {
-		var id [8]byte
-		_, _ = rand.Read(id[:])
-		ch.replPub = binary.BigEndian.Uint64(id[:]) | 1
-	}
-	ch.replSeq++
 	if confirmSeq != 0 {
 		ch.confirms.hold(confirmSeq)
 	}

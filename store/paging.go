@@ -33,6 +33,12 @@ func (s *Store) Spill(pageID, seq uint64, m *Message) {
 func (s *Store) Unspill(pageID, seq uint64) {
 	key := make([]byte, msgKeyLen)
 	putSpillKey(key, pageID, seq)
+	s.submitRemove(key)
+}
+
+// submitRemove deletes the record at key (and its chunks) in the next
+// batch, without waiting; dropped after Close. key is kept.
+func (s *Store) submitRemove(key []byte) {
 	s.mu.Lock()
 	if s.stopping {
 		s.mu.Unlock()

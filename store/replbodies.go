@@ -36,16 +36,7 @@ func (s *Store) PutReplBody(id, seq uint64, m *Message) {
 func (s *Store) RemoveReplBody(id, seq uint64) {
 	key := make([]byte, msgKeyLen)
 	putReplKey(key, id, seq)
-	s.mu.Lock()
-	if s.stopping {
-		s.mu.Unlock()
-		return
-	}
-	wake := s.pushLocked(op{kind: opRemove, buf: key, n: s.takeChunksLocked(key)})
-	s.mu.Unlock()
-	if wake {
-		s.signal()
-	}
+	s.submitRemove(key)
 }
 
 // RemoveReplBodies deletes every body of replicated queue id, after what
