@@ -76,30 +76,7 @@ rabbit_version() { echo "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-serve
 # Warren --------------------------------------------------------------------
 
 WDIR="$TMP/warren"
-declare -A WPID=()
-
-warren_uri() { echo "amqp://guest:guest@127.0.0.1:$((W_AMQP + $1))"; }
-warren_pid() { echo "${WPID[$1]}"; }
-
-# warren_boot I: node I on its data dir, in the background.
-warren_boot() {
-  local i=$1 join=()
-  # Nodes 2 and 3 join through node 1 (a node that is already a member
-  # ignores --join on restart).
-  [ "$i" = 1 ] || join=(--join "127.0.0.1:$((W_CLUSTER + 1))")
-  "$W" --amqp-addr "127.0.0.1:$((W_AMQP + i))" --http-addr "127.0.0.1:$((W_HTTP + i))" \
-    --metrics-addr "127.0.0.1:$((W_METRICS + i))" --data-dir "$WDIR/node$i" --log-level warn \
-    --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
-    --cluster-advertise "127.0.0.1:$((W_CLUSTER + i))" --cluster-secret-file "$WDIR/secret" \
-    "${join[@]}" ${WARREN_FLAGS:-} >>"$WDIR/node$i.log" 2>&1 &
-  WPID[$i]=$!
-  for _ in $(seq 600); do
-    port_open $((W_AMQP + i)) && return 0
-    kill -0 "${WPID[$i]}" 2>/dev/null || { log "warren node $i exited:"; tail -n 20 "$WDIR/node$i.log" >&2; return 1; }
-    sleep 0.1
-  done
-  log "warren node $i: AMQP port never opened"; return 1
-}
+source scripts/warren-cluster.sh
 
 # warren_serving: until a queue can be declared through every node (the
 # cluster has a leader and every node reaches it).
@@ -115,26 +92,7 @@ warren_serving() {
   done
 }
 
-warren_start() {
-  local i p
-  for i in 1 2 3; do
-    for p in $((W_AMQP + i)) $((W_HTTP + i)) $((W_METRICS + i)) $((W_CLUSTER + i)); do
-      if port_open "$p"; then log "port $p on 127.0.0.1 is in use"; return 1; fi
-    done
-  done
-  mkdir -p "$WDIR"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -dc 'a-f0-9' >"$WDIR/secret"
-  chmod 400 "$WDIR/secret"
-  for i in 1 2 3; do warren_boot "$i"; done
-  warren_serving
-}
-
-warren_stop() {
-  local i
-  for i in "${!WPID[@]}"; do kill -TERM "${WPID[$i]}" 2>/dev/null || true; done
-  for i in "${!WPID[@]}"; do wait "${WPID[$i]}" 2>/dev/null || true; done
-  WPID=()
-}
+warren_start() { warren_boot_all && warren_serving; }
 
 warren_kill() { kill -KILL "${WPID[$1]}" 2>/dev/null || true; wait "${WPID[$1]}" 2>/dev/null || true; }
 warren_restart() { warren_boot "$1" && warren_serving; }

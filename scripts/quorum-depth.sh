@@ -38,7 +38,6 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
 
 TMP=$(mktemp -d /tmp/warren-quorum-depth.XXXXXX)
-declare -A WPID=()
 
 export STATE="$TMP/rabbit"
 RMQC_SOURCE=1 source scripts/rabbitmq-cluster.sh
@@ -49,39 +48,11 @@ rabbit_pid() { rmqc_pid "$1"; }
 rabbit_uri() { rmqc_uri "$1"; }
 rabbit_http() { echo "127.0.0.1:$((MGMT_BASE + $1))"; }
 
-warren_uri() { echo "amqp://guest:guest@127.0.0.1:$((W_AMQP + $1))"; }
-warren_http() { echo "127.0.0.1:$((W_HTTP + $1))"; }
-warren_pid() { echo "${WPID[$1]}"; }
-warren_boot() {
-  local i=$1 join=()
-  [ "$i" = 1 ] || join=(--join "127.0.0.1:$((W_CLUSTER + 1))")
-  [ -z "$HEAP_DIR" ] || join+=(--pprof-addr "127.0.0.1:$((W_PPROF + i))")
-  "$W" --amqp-addr "127.0.0.1:$((W_AMQP + i))" --http-addr "127.0.0.1:$((W_HTTP + i))" \
-    --metrics-addr - --data-dir "$TMP/warren/node$i" --log-level warn \
-    --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
-    --cluster-advertise "127.0.0.1:$((W_CLUSTER + i))" --cluster-secret-file "$TMP/warren/secret" \
-    "${join[@]}" ${WARREN_FLAGS:-} >>"$TMP/warren/node$i.log" 2>&1 &
-  WPID[$i]=$!
-  for _ in $(seq 600); do
-    port_open $((W_AMQP + i)) && return 0
-    kill -0 "${WPID[$i]}" 2>/dev/null || { log "warren node $i exited:"; tail -n 20 "$TMP/warren/node$i.log" >&2; return 1; }
-    sleep 0.1
-  done
-  log "warren node $i: AMQP port never opened"; return 1
-}
-warren_start() {
-  mkdir -p "$TMP/warren"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -dc 'a-f0-9' >"$TMP/warren/secret"
-  chmod 400 "$TMP/warren/secret"
-  local i
-  for i in 1 2 3; do warren_boot "$i"; done
-}
-warren_stop() {
-  local i
-  for i in "${!WPID[@]}"; do kill -TERM "${WPID[$i]}" 2>/dev/null || true; done
-  for i in "${!WPID[@]}"; do wait "${WPID[$i]}" 2>/dev/null || true; done
-  WPID=()
-}
+WDIR="$TMP/warren" W_METRICS=
+source scripts/warren-cluster.sh
+# With HEAP_DIR, each node serves pprof (its heap is saved before it stops).
+warren_node_flags() { [ -z "$HEAP_DIR" ] || WARREN_NODE_FLAGS=(--pprof-addr "127.0.0.1:$((W_PPROF + $1))"); }
+warren_start() { warren_boot_all; }
 
 cleanup() {
   set +e

@@ -86,27 +86,7 @@ rabbit_version() { echo "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-serve
 # Warren --------------------------------------------------------------------
 
 WDIR="$TMP/warren"
-declare -A WPID=()
-
-warren_uri() { echo "amqp://guest:guest@127.0.0.1:$((W_AMQP + $1))"; }
-warren_pid() { echo "${WPID[$1]}"; }
-
-warren_boot() {
-  local i=$1 join=()
-  [ "$i" = 1 ] || join=(--join "127.0.0.1:$((W_CLUSTER + 1))")
-  "$W" --amqp-addr "127.0.0.1:$((W_AMQP + i))" --http-addr "127.0.0.1:$((W_HTTP + i))" \
-    --metrics-addr "127.0.0.1:$((W_METRICS + i))" --data-dir "$WDIR/node$i" --log-level warn \
-    --node-name "warren$i@localhost" --cluster-addr "127.0.0.1:$((W_CLUSTER + i))" \
-    --cluster-advertise "127.0.0.1:$((W_CLUSTER + i))" --cluster-secret-file "$WDIR/secret" \
-    "${join[@]}" ${WARREN_FLAGS:-} >>"$WDIR/node$i.log" 2>&1 &
-  WPID[$i]=$!
-  for _ in $(seq 600); do
-    port_open $((W_AMQP + i)) && return 0
-    kill -0 "${WPID[$i]}" 2>/dev/null || { log "warren node $i exited:"; tail -n 20 "$WDIR/node$i.log" >&2; return 1; }
-    sleep 0.1
-  done
-  log "warren node $i: AMQP port never opened"; return 1
-}
+source scripts/warren-cluster.sh
 
 # warren_quorum_ready: until a quorum queue declared through each node is a
 # replicated one (the data groups are planned and have leaders): the
@@ -132,26 +112,7 @@ warren_quorum_ready() {
   done
 }
 
-warren_start() {
-  local i p
-  for i in 1 2 3; do
-    for p in $((W_AMQP + i)) $((W_HTTP + i)) $((W_METRICS + i)) $((W_CLUSTER + i)); do
-      if port_open "$p"; then log "port $p on 127.0.0.1 is in use"; return 1; fi
-    done
-  done
-  mkdir -p "$WDIR"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -dc 'a-f0-9' >"$WDIR/secret"
-  chmod 400 "$WDIR/secret"
-  for i in 1 2 3; do warren_boot "$i"; done
-  warren_quorum_ready
-}
-
-warren_stop() {
-  local i
-  for i in "${!WPID[@]}"; do kill -TERM "${WPID[$i]}" 2>/dev/null || true; done
-  for i in "${!WPID[@]}"; do wait "${WPID[$i]}" 2>/dev/null || true; done
-  WPID=()
-}
+warren_start() { warren_boot_all && warren_quorum_ready; }
 warren_version() { echo "Warren $("$W" --version | awk '{print $NF}')"; }
 
 # ---------------------------------------------------------------------------
