@@ -64,13 +64,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ -n "${WARREN_BIN:-}" ]; then
-  W=$WARREN_BIN
-else
-  log "building warren"
-  CGO_ENABLED=0 go build -trimpath -o "$TMP/warren-bin" ./cmd/warren
-  W="$TMP/warren-bin"
-fi
+warren_pick_binary
 
 # queued HTTP: the messages the node's management API reports in "depth".
 queued() {

@@ -129,14 +129,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ -n "${WARREN_BIN:-}" ]; then
-  [ -x "$WARREN_BIN" ] || { echo "WARREN_BIN=$WARREN_BIN is not an executable" >&2; exit 1; }
-  W=$WARREN_BIN
-else
-  log "building warren"
-  CGO_ENABLED=0 go build -trimpath -o "$TMP/warren-bin" ./cmd/warren
-  W="$TMP/warren-bin"
-fi
+warren_pick_binary
 
 put() { echo "$2=$3" >>"$RESULTS_DIR/$1.env"; }
 

@@ -60,3 +60,16 @@ warren_stop() {
   for i in "${!WPID[@]}"; do wait "${WPID[$i]}" 2>/dev/null || true; done
   WPID=()
 }
+
+# warren_pick_binary: W is WARREN_BIN when set, else a build of this
+# checkout in TMP.
+warren_pick_binary() {
+  if [ -n "${WARREN_BIN:-}" ]; then
+    [ -x "$WARREN_BIN" ] || { echo "WARREN_BIN=$WARREN_BIN is not an executable" >&2; return 1; }
+    W=$WARREN_BIN
+  else
+    log "building warren"
+    CGO_ENABLED=0 go build -trimpath -o "$TMP/warren-bin" ./cmd/warren
+    W="$TMP/warren-bin"
+  fi
+}
