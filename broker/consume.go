@@ -335,6 +335,11 @@ func (qe *queueEntity) dispatch() {
 
 // dispatchLocked runs the queue's dispatch and writes the deliveries to
 // their consumers' connections. Hold qe.mu: deliveries leave in queue order.
+//
+// It is OpCheckout through the state machine's typed form (Queue.Checkout,
+// the same transition): the deliveries come back as (consumer record,
+// entry) pairs in a buffer the queue entity keeps, each consumer reached
+// through its record's gate (consumerOf), each entry passed on by pointer.
 func (qe *queueEntity) dispatchLocked() {
 	if qe.deleted {
 		return
@@ -343,36 +348,33 @@ func (qe *queueEntity) dispatchLocked() {
 		qe.streamDispatchLocked()
 		return
 	}
-	cmd := queue.Cmd{Op: queue.OpCheckout}
+	var now int64
 	if qe.at {
 		// Expired heads become dead letters instead of deliveries, at
 		// the publish's clock when a publish dispatches.
-		cmd.Now = qe.fx.now
-		if cmd.Now == 0 {
-			cmd.Now = nowMs()
+		now = qe.fx.now
+		if now == 0 {
+			now = nowMs()
 		}
 	}
-	effs, _ := qe.q.Apply(&cmd, qe.effects[:0])
-	dead := false
-	for i := range effs {
-		f := &effs[i]
-		if f.Kind != queue.EffDeliver {
-			dead = qe.executeLocked(effs[i:i+1]) || dead
-			continue
-		}
-		cons := qe.consumers[f.Consumer]
+	var dls []queue.DeadLetter
+	ds := qe.q.Checkout(now, qe.deliveries[:0], &dls)
+	// OpCheckout's dead letters come ahead of its deliveries.
+	dead := qe.deadLocked(dls, nil)
+	for i := range ds {
+		d := &ds[i]
+		cons := qe.consumerOf(d.Consumer)
+		e := &d.Entry
 		if cons.link != nil {
-			cons.link.deliverLocked(cons, qe, &f.Entry)
-			qe.stats.countDelivery(cons.NoAck, f.Entry.Redelivered)
-			qe.journalDelivery(cons.NoAck, f.Entry)
-			continue
+			cons.link.deliverLocked(cons, qe, e)
+		} else {
+			cons.ch.deliverEntry(cons, qe, e)
+			cons.ch.c.out.reserved.Add(-deliveryCost(e.Msg.Size()))
 		}
-		cons.ch.deliver(cons, qe, f.Entry)
-		cons.ch.c.out.reserved.Add(-deliveryCost(f.Entry.Msg.Size()))
-		qe.stats.countDelivery(cons.NoAck, f.Entry.Redelivered)
-		qe.journalDelivery(cons.NoAck, f.Entry)
+		qe.stats.countDelivery(cons.NoAck, e.Redelivered)
+		qe.journalDelivery(cons.NoAck, e)
 	}
-	qe.doneEffectsLocked(effs)
+	qe.doneDeliveriesLocked(ds)
 	if dead {
 		// The caller may not route dead letters itself: the timer does.
 		qe.kickLocked()
@@ -384,9 +386,36 @@ func (qe *queueEntity) dispatchLocked() {
 	qe.kickPagerLocked()
 }
 
-// deliver writes basic.deliver with the message to the channel's
-// connection and records it as unacknowledged. Hold qe.mu.
+// consumerOf is the broker's consumer of a delivery to c: the gate
+// addConsumerLocked gave c's record, else (a record without that gate)
+// the consumer of c's id. Hold qe.mu.
+func (qe *queueEntity) consumerOf(c *queue.Consumer) *consumer {
+	if cons, ok := c.Gate.(*consumer); ok {
+		return cons
+	}
+	return qe.consumers[c.ID]
+}
+
+// doneDeliveriesLocked hands the delivery buffer back for the next
+// dispatch, cleared (it holds messages), unless a large dispatch grew it.
+// Hold qe.mu.
+func (qe *queueEntity) doneDeliveriesLocked(ds []queue.Delivery) {
+	clear(ds)
+	if cap(ds) > maxKeptEffects {
+		ds = nil
+	}
+	qe.deliveries = ds[:0]
+}
+
+// deliver is deliverEntry of an entry made by the caller (a stream's).
 func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
+	ch.deliverEntry(cons, qe, &e)
+}
+
+// deliverEntry writes basic.deliver with the message of e to the channel's
+// connection and records it as unacknowledged. e is read, not kept. Hold
+// qe.mu.
+func (ch *channel) deliverEntry(cons *consumer, qe *queueEntity, e *queue.Entry) {
 	ch.mu.Lock()
 	ch.stats.countDeliveryLocked(cons.NoAck, e.Redelivered)
 	ch.nextTag++
@@ -406,7 +435,7 @@ func (ch *channel) deliver(cons *consumer, qe *queueEntity, e queue.Entry) {
 		RoutingKey:  e.Msg.RoutingKey,
 	}
 	o.buf = appendMethod(o.buf, ch.id, &m)
-	added := ch.appendContentLocked(qe.deliveryMessage(&e, false))
+	added := ch.appendContentLocked(qe.deliveryMessage(e, false))
 	o.unlock(len(o.buf) - start + added)
 	ch.mu.Unlock()
 	if was == 0 {
@@ -469,7 +498,7 @@ func (ch *channel) get(m *amqp.BasicGet) error {
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
 	}
-	qe.journalDelivery(m.NoAck, e)
+	qe.journalDelivery(m.NoAck, &e)
 	qe.stats.countGet(m.NoAck, e.Redelivered)
 	wake := ch.sendGetOk(qe, e.Seq, m.NoAck, e.Redelivered, qe.deliveryMessage(&e, true), qe.q.Ready())
 	qe.mu.Unlock()

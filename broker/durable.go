@@ -446,15 +446,15 @@ func (b *Broker) markDelivered(qe *queueEntity, e queue.Entry) {
 
 // journalDelivery records a delivery of a journaled message: a no-ack
 // delivery settles it, a first delivery marks it. Hold qe.mu.
-func (qe *queueEntity) journalDelivery(noAck bool, e queue.Entry) {
+func (qe *queueEntity) journalDelivery(noAck bool, e *queue.Entry) {
 	b := qe.vhost.b
 	if !qe.journaled(e.Msg) {
 		return
 	}
 	if noAck {
-		b.unjournal(qe, e)
+		b.unjournal(qe, *e)
 	} else {
-		b.markDelivered(qe, e)
+		b.markDelivered(qe, *e)
 	}
 }
 

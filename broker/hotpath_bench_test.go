@@ -85,6 +85,72 @@ func benchFanout(b *testing.B, n int) {
 	b.StopTimer()
 }
 
+// BenchmarkFanoutConsume publishes 16-byte messages to a fanout exchange
+// bound to 10 queues, each consumed (no-ack) by a consumer on its own
+// connection, as scripts/perf.sh's fanout scenario does; one op is one
+// publish, delivered 10 times. allocs/op counts the broker and the
+// clients.
+func BenchmarkFanoutConsume(b *testing.B) {
+	const n = 10
+	s := quietBroker(b)
+	pub := rawOpen(b, s.Addr, defaultTune)
+	_ = pub.nc.SetDeadline(time.Time{})
+	pub.send(1, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](pub, 1)
+	pub.send(1, &amqp.ExchangeDeclare{Exchange: "fan", Type: "fanout"})
+	rawExpect[*amqp.ExchangeDeclareOk](pub, 1)
+	done := make(chan error, n)
+	for i := range n {
+		name := fmt.Sprintf("fan-%d", i)
+		pub.send(1, &amqp.QueueDeclare{Queue: name, AutoDelete: true})
+		rawExpect[*amqp.QueueDeclareOk](pub, 1)
+		pub.send(1, &amqp.QueueBind{Queue: name, Exchange: "fan"})
+		rawExpect[*amqp.QueueBindOk](pub, 1)
+		con := rawOpen(b, s.Addr, defaultTune)
+		_ = con.nc.SetDeadline(time.Time{})
+		con.send(1, &amqp.ChannelOpen{})
+		rawExpect[*amqp.ChannelOpenOk](con, 1)
+		con.send(1, &amqp.BasicConsume{Queue: name, ConsumerTag: "c", NoAck: true})
+		rawExpect[*amqp.BasicConsumeOk](con, 1)
+		go func() {
+			for got := 0; got < b.N; {
+				f, err := con.fr.ReadFrame()
+				if err != nil {
+					done <- err
+					return
+				}
+				if f.Type == amqp.FrameBody {
+					got++
+				}
+			}
+			done <- nil
+		}()
+	}
+
+	var msg []byte
+	msg = amqp.AppendMethodFrame(msg, 1, &amqp.BasicPublish{Exchange: "fan"})
+	msg = amqp.AppendHeaderFrame(msg, 1, amqp.ClassBasic, 16, &amqp.Properties{})
+	msg = amqp.AppendBodyFrames(msg, 1, make([]byte, 16), 131072)
+	const batch = 64
+	var batchBuf []byte
+	for range batch {
+		batchBuf = append(batchBuf, msg...)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for sent := 0; sent < b.N; {
+		k := min(batch, b.N-sent)
+		pub.write(batchBuf[:k*len(msg)])
+		sent += k
+	}
+	for range n {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+}
+
 // rawSync waits until the broker has handled everything sent on channel
 // before it: basic.qos is answered in order, after the frames sent ahead
 // of it. Frames that arrive in between (deliveries) are skipped.

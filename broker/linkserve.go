@@ -445,7 +445,7 @@ func (s *linkServer) get(qe *queueEntity, id uint64, noAck bool) {
 		s.reply(id, 0, "", 0, 0)
 		return
 	}
-	qe.journalDelivery(noAck, e)
+	qe.journalDelivery(noAck, &e)
 	qe.stats.countGet(noAck, e.Redelivered)
 	if !noAck {
 		s.mu.Lock()

@@ -241,7 +241,7 @@ func (b *Broker) Get(vhostName, username, name string, count int, requeue bool) 
 		if !ok {
 			break
 		}
-		qe.journalDelivery(false, e)
+		qe.journalDelivery(false, &e)
 		qe.stats.countGet(false, e.Redelivered)
 		taken = append(taken, e)
 		gm := GotMessage{

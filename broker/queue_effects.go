@@ -12,9 +12,12 @@ import "github.com/warrenmq/warren/queue"
 //     deleted and, with a dead-letter exchange, it waits in
 //     queueFeatures.dead for flushDead, which routes it once the queue's
 //     lock is released (deadletter.go).
-//   - queue.EffDeliver: dispatchLocked (consume.go) writes basic.deliver
-//     to the consumer the effect names (queueEntity.consumers maps ids to
-//     consumers); getLocked (expiry.go) hands basic.get its entry.
+//   - queue.EffDeliver: getLocked (expiry.go) hands basic.get its entry.
+//     Dispatch takes OpCheckout's typed form (Queue.Checkout, the same
+//     transition): dispatchLocked (consume.go) gets (consumer record,
+//     entry) pairs and writes basic.deliver to the consumer the record's
+//     gate is (queueEntity.consumerOf), with no effect value and no
+//     lookup by id.
 //   - queue.EffExpired: a tick found the queue unused for its x-expires:
 //     expireQueue deletes it through the definitions log once the lock is
 //     released (tickLocked, expiry.go).
@@ -23,7 +26,7 @@ import "github.com/warrenmq/warren/queue"
 //     confirm.go).
 //
 // Through Apply go: consumers attaching and detaching (OpAttach, OpDetach;
-// consume.go), dispatch (OpCheckout), basic.get (OpGet), acks, requeues and
+// consume.go), basic.get (OpGet), acks, requeues and
 // rejects — a run of one queue's deliveries as one command with Cmd.Seqs
 // (OpSettle, OpReturn, OpDiscard; settleRunLocked, from consume.go,
 // deadletter.go, manage.go) —, purges (OpPurge in chunks of purgeChunk,
@@ -31,8 +34,9 @@ import "github.com/warrenmq/warren/queue"
 // timers' ticks (OpTick: message expiry and x-expires) and the uses that
 // keep a queue with x-expires alive (OpTouch: a redeclare, a consume, a
 // basic.get, the last consumer leaving). Publishes (publish.go, batch.go, deadletter.go,
-// expiry.go), recovery (Restore), paging and a deleted queue's drop still
-// call the state machine's typed methods, which are the same transitions.
+// expiry.go), dispatch (Checkout), recovery (Restore), paging and a
+// deleted queue's drop still call the state machine's typed methods,
+// which are the same transitions.
 //
 // Publishes stay typed (Publish, PublishAt) for cost, not for want of an
 // effect: OpEnqueue with Cmd.ReportEnqueued reports the id a kept message

@@ -146,6 +146,9 @@ type queueEntity struct {
 	storeID uint64
 	// effects is the scratch buffer of applyLocked's effects (mu).
 	effects []queue.Effect
+	// deliveries is the scratch buffer of dispatchLocked's deliveries
+	// (mu).
+	deliveries []queue.Delivery
 	// seqs is the scratch buffer of the message ids one settle command
 	// names (settleRunLocked; mu).
 	seqs []uint64

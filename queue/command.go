@@ -350,13 +350,8 @@ func (q *Queue) applyEnqueue(cmd *Cmd, out []Effect) []Effect {
 }
 
 func (q *Queue) applyCheckout(now int64, out []Effect) []Effect {
-	var ds []Delivery
 	var dls []DeadLetter
-	if now != 0 {
-		ds, dls = q.DispatchAt(q.scratch[:0], now)
-	} else {
-		ds = q.Dispatch(q.scratch[:0])
-	}
+	ds := q.Checkout(now, q.scratch[:0], &dls)
 	out = appendDeadLetters(out, dls)
 	for i := range ds {
 		out = append(out, Effect{Kind: EffDeliver, Consumer: ds[i].Consumer.ID, Entry: ds[i].Entry})
@@ -364,6 +359,21 @@ func (q *Queue) applyCheckout(now int64, out []Effect) []Effect {
 	}
 	q.scratch = ds[:0]
 	return out
+}
+
+// Checkout is OpCheckout without the Cmd and Effect values, for an owner
+// that applies commands as they come (a single node's dispatch): the same
+// transition, at now (unix ms; 0 = no clock: no expiry is checked). It
+// appends the deliveries to out, each naming the consumer's record (whose
+// Gate the owner set, so it finds its own consumer without a lookup), and
+// the expired heads it dropped to *dls; OpCheckout's effects are those
+// dead letters (EffDeadLetter) followed by those deliveries (EffDeliver)
+// in the same order. Apply's OpCheckout is built on it.
+func (q *Queue) Checkout(now int64, out []Delivery, dls *[]DeadLetter) []Delivery {
+	if now == 0 {
+		return q.Dispatch(out)
+	}
+	return q.dispatch(out, now, dls)
 }
 
 func appendDeadLetters(out []Effect, dls []DeadLetter) []Effect {

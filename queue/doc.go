@@ -47,12 +47,15 @@
 //     next; a use after the report takes it back (Expired).
 //
 // The typed methods (Publish, PublishAt, AddConsumer, RemoveConsumer,
-// Dispatch, DispatchAt, Get, GetAt, Settle, Return, ReturnAt, Discard,
-// Purge, SetConfig, Expire) are the same transitions without the Cmd
-// value; a single node's broker calls them directly on its hot path, and
-// Apply is built on them. Publishing is the one the broker still calls
-// typed: an enqueue through Apply costs about twice the enqueue itself
-// (BenchmarkEnqueue), which a fanout pays per queue. Snapshot / AppendSnapshot and RestoreSnapshot
+// Checkout, Dispatch, DispatchAt, Get, GetAt, Settle, Return, ReturnAt,
+// Discard, Purge, SetConfig, Expire) are the same transitions without the
+// Cmd value; a single node's broker calls them directly on its hot path,
+// and Apply is built on them. Publishing and dispatch are the ones the
+// broker still calls typed: an enqueue through Apply costs about twice the
+// enqueue itself (BenchmarkEnqueue), which a fanout pays per queue, and a
+// checkout through Apply turns each delivery into an Effect naming its
+// consumer by id, where Checkout hands back the consumer's record (its
+// Gate, the owner's consumer) and the entry in place. Snapshot / AppendSnapshot and RestoreSnapshot
 // encode and load the whole state (snapshot.go).
 //
 // Unacknowledged deliveries are held once, here (unacked.go): by message
