@@ -102,6 +102,10 @@ type RaftLogConfig struct {
 	Logger *zap.Logger
 }
 
+// metaLogCache is how many of the latest entries of the metadata group's
+// log are kept in memory (raft.LogCache).
+const metaLogCache = 1024
+
 // RaftLog is a replicated command log over one Raft group (cmd/warren
 // adapts it to the broker's CommandLog): a proposal made on
 // any node is committed by the group's leader (a follower forwards it over
@@ -122,6 +126,9 @@ type RaftLog struct {
 	trans *raft.NetworkTransport
 	snaps *raft.FileSnapshotStore
 	rs    RaftStore
+	// logs is the Raft log store: rs, behind a cache of the latest
+	// entries for the metadata group (metaLogCache).
+	logs  raft.LogStore
 	raft  *raft.Raft
 	rc    raft.Config
 	start time.Time
@@ -209,6 +216,19 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	}
 	l.snaps = snaps
 	l.rs = NewRaftStore(l.cfg.Store.Log(l.cfg.LogID))
+	l.logs = l.rs
+	if l.cfg.Group == MetadataGroup {
+		// The leader's replication, every node's apply and the commit
+		// tellings read back the entries just written: from memory,
+		// not from the store (a read transaction each). Definition
+		// commands are small; a data group's entries carry message
+		// bodies, and are not cached.
+		c, err := raft.NewLogCache(metaLogCache, l.rs)
+		if err != nil {
+			return err
+		}
+		l.logs = c
+	}
 	trans, err := l.node.Transport(l.cfg.Group)
 	if err != nil {
 		return err
@@ -250,7 +270,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 		trans.Close()
 		return err
 	}
-	r, err := raft.NewRaft(rc, l.fsm, l.rs, l.rs, snaps, trans)
+	r, err := raft.NewRaft(rc, l.fsm, l.logs, l.rs, snaps, trans)
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("cluster: start group %d: %w", l.cfg.Group, err)
