@@ -121,9 +121,10 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 		}
 		l.noticeSoon()
 		// The entry's index and term, for the proposer to apply it
-		// from its own log (applyThrough).
+		// from its own log (applyThrough; the metadata group's, whose
+		// recent entries are in memory).
 		var e raft.Log
-		if l.logs.GetLog(f.Index(), &e) != nil {
+		if l.cfg.Group != MetadataGroup || l.logs.GetLog(f.Index(), &e) != nil {
 			return nil, nil
 		}
 		return entryAt{e.Index, e.Term}.appendTo(nil), nil
