@@ -433,7 +433,9 @@ func (b *Broker) applyDeleteQueue(c *defCmd) DefResult {
 	if qe.stream != nil {
 		b.dropStream(qe)
 	}
-	if b.defQueued {
+	if !qe.mayHoldData() {
+		// Nothing of it in the store: no flush nor scan to wait for.
+	} else if b.defQueued {
 		// A command of a replicated log: its apply does not wait for the
 		// store (storeDefs). The messages' deletion waits for a group
 		// commit (store.RemoveQueue flushes first); queue ids are never

@@ -173,7 +173,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 			exclusive: q.Exclusive, args: decodeArgs(q.Args), id: q.ID,
 		}
 		if qe.durable {
-			qe.storeID = q.ID
+			qe.storeID, qe.stored = q.ID, true
 		}
 		qe.initFeatures(v.recoveredSettings(q.Name, qe.args))
 		qe.homeNode = q.Node
@@ -339,7 +339,7 @@ func (b *Broker) seedDefaults() error {
 // record is deleted. No lock held.
 func (b *Broker) dropQueueData(qe *queueEntity) {
 	st := b.cfg.Store
-	if st == nil {
+	if st == nil || !qe.mayHoldData() {
 		return
 	}
 	if qe.storeID != 0 {
@@ -355,6 +355,22 @@ func (b *Broker) dropQueueData(qe *queueEntity) {
 			b.log.Error("deleting spilled messages", zap.String("queue", qe.name), zap.Error(err))
 		}
 	}
+}
+
+// mayHoldData reports whether the store may hold messages of qe: not for
+// a remote entry (they are on its home node), nor for a classic queue
+// that never journaled a message nor spilled one. A deletion skips the
+// store's flush and scan (dropQueueData) for the others.
+func (qe *queueEntity) mayHoldData() bool {
+	if qe.home != nil {
+		return false
+	}
+	if qe.repl != nil || qe.stream != nil {
+		return true
+	}
+	qe.mu.Lock()
+	defer qe.mu.Unlock()
+	return qe.stored || qe.pageID != 0
 }
 
 // addBindingID keeps the record id of the binding k (none when id is 0).
@@ -377,6 +393,7 @@ func (b *Broker) journal(qe *queueEntity, seq uint64, msg *queue.Message, expire
 	if !qe.journaled(msg) {
 		return false
 	}
+	qe.stored = true
 	st.Append(qe.storeID, seq, &store.Message{
 		Exchange: msg.Exchange, RoutingKey: msg.RoutingKey, Header: msg.Header, Body: msg.Body, Expires: expires,
 	}, done)

@@ -293,3 +293,56 @@ func TestGlobalParametersSurviveRestart(t *testing.T) {
 		t.Fatalf("after restart: %+v", got)
 	}
 }
+
+// TestQueueDeletionSkipsStoreWithoutMessages: a durable queue that never
+// journaled a message has nothing in the store for its deletion to clear
+// (no flush, no scan); one that journaled a persistent message has, even
+// once it is consumed, and so has every queue recovered from the store.
+func TestQueueDeletionSkipsStoreWithoutMessages(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := startOn(t, dir)
+	ch := open(t, dial(t, s))
+	for _, q := range []string{"never", "transient-only", "persistent"} {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := func(q string, mode uint8) {
+		if err := ch.PublishWithContext(context.Background(), "", q, false, false,
+			amqp091.Publishing{DeliveryMode: mode, Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("transient-only", amqp091.Transient)
+	pub("persistent", amqp091.Persistent)
+	for _, q := range []string{"transient-only", "persistent"} {
+		waitFor(t, q+" has its message", func() bool {
+			m, ok, err := ch.Get(q, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = m
+			return ok
+		})
+	}
+	want := map[string]bool{"never": false, "transient-only": false, "persistent": true}
+	for q, w := range want {
+		if got, ok := s.QueueMayHoldData("/", q); !ok || got != w {
+			t.Errorf("queue %s: may hold data %t (found %t), want %t", q, got, ok, w)
+		}
+	}
+	stop()
+	s, stop = startOn(t, dir)
+	defer stop()
+	for q := range want {
+		if got, ok := s.QueueMayHoldData("/", q); !ok || !got {
+			t.Errorf("queue %s recovered: may hold data %t (found %t), want true", q, got, ok)
+		}
+	}
+	ch = open(t, dial(t, s))
+	for q := range want {
+		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

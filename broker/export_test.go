@@ -58,3 +58,21 @@ func (b *Broker) QueueExpiry(vhost, name string) (expires, expiresAt int64, ok b
 	defer qe.mu.Unlock()
 	return qe.q.Config().Expires, qe.q.ExpiresAt(), true
 }
+
+// QueueMayHoldData reports whether deleting queue name of vhost would
+// clear its messages from the store (mayHoldData).
+func (b *Broker) QueueMayHoldData(vhost, name string) (may, ok bool) {
+	b.mu.Lock()
+	v := b.vhosts[vhost]
+	b.mu.Unlock()
+	if v == nil {
+		return false, false
+	}
+	v.mu.RLock()
+	qe := v.queues[name]
+	v.mu.RUnlock()
+	if qe == nil {
+		return false, false
+	}
+	return qe.mayHoldData(), true
+}

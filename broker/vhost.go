@@ -168,6 +168,9 @@ type queueEntity struct {
 	// spills; paging is set while its pager goroutine runs (paging.go; mu).
 	pageID uint64
 	paging bool
+	// stored is set once a message of the queue may be in the store: it
+	// was journaled, or the queue was recovered from the store (mu).
+	stored bool
 	// home is set on a remote entry: the queue lives on another node
 	// (link.go). Set before the entry is visible, never changed.
 	home *remoteHome

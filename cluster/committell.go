@@ -125,7 +125,9 @@ func (l *RaftLog) tell(t *commitTeller) {
 		}
 		start, pause := time.Now(), tellRetry
 		for {
-			idx := t.want.Load()
+			// Raft's commit index covers every entry of the batch
+			// being applied, not only the one that woke the teller.
+			idx := max(t.want.Load(), l.raft.CommitIndex())
 			if idx <= told {
 				break
 			}
@@ -157,7 +159,7 @@ func (l *RaftLog) tell(t *commitTeller) {
 // leader.
 func (l *RaftLog) tellCommit(t *commitTeller, idx uint64) tellOutcome {
 	var e raft.Log
-	if err := l.rs.GetLog(idx, &e); err != nil {
+	if err := l.logs.GetLog(idx, &e); err != nil {
 		return tellGiveUp // compacted: a snapshot covers it
 	}
 	if l.raft.State() != raft.Leader {

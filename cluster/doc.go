@@ -44,7 +44,22 @@
 // is told again shortly; one still behind after 100 ms, or whose entry
 // differs, gets a commit notice (a log entry with a zero request id, a
 // no-op for the FSM) as before. The commit timeout (500 ms) only bounds
-// how late a follower learns of a commit no telling reached.
+// how late a follower learns of a commit no telling reached. A teller tells
+// Raft's commit index, which covers the whole batch being applied.
+//
+// A forwarding follower does not wait for the telling: the leader answers
+// a forwarded proposal, once it is committed and applied there, with the
+// entry's index and term, and as soon as the follower's own log holds that
+// entry (the same index and term; it checks again after each of its log
+// writes) it applies its log up to it itself (raftFSM.applyThrough): by
+// Raft's log matching that log is the leader's up to there, all of it
+// committed. Raft's FSM goroutine, which applies under the same lock,
+// then skips those entries. This takes the telling's round trip, and its
+// wait behind the follower's next log write (Raft's one goroutine per
+// node both stores entries and learns commits), out of a forwarded
+// change's path. The metadata group's log store keeps its latest 1,024
+// entries in memory (raft.LogCache): replication, applies and tellings
+// read the entries just written without a store transaction each.
 //
 // Timeouts: a heartbeat timeout of 1 s (heartbeats every 100–200 ms, a lease
 // of 300 ms) keeps an idle group cheap; a leader whose process dies is

@@ -102,6 +102,49 @@ type RaftLogConfig struct {
 	Logger *zap.Logger
 }
 
+// storedLogs is a log store that fires a signal after each write.
+type storedLogs struct {
+	raft.LogStore
+	s *signal
+}
+
+func (s storedLogs) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func (s storedLogs) StoreLogs(logs []*raft.Log) error {
+	err := s.LogStore.StoreLogs(logs)
+	s.s.fire()
+	return err
+}
+
+// signal wakes every goroutine waiting on it when fired.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed by the next fire.
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) fire() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}
+
+// metaLogCache is how many of the latest entries of the metadata group's
+// log are kept in memory (raft.LogCache).
+const metaLogCache = 1024
+
 // RaftLog is a replicated command log over one Raft group (cmd/warren
 // adapts it to the broker's CommandLog): a proposal made on
 // any node is committed by the group's leader (a follower forwards it over
@@ -122,9 +165,14 @@ type RaftLog struct {
 	trans *raft.NetworkTransport
 	snaps *raft.FileSnapshotStore
 	rs    RaftStore
-	raft  *raft.Raft
-	rc    raft.Config
-	start time.Time
+	// logs is the Raft log store: rs, behind a cache of the latest
+	// entries for the metadata group (metaLogCache); stored is fired
+	// after each of its writes (for proposers waiting to apply, Propose).
+	logs   raft.LogStore
+	stored signal
+	raft   *raft.Raft
+	rc     raft.Config
+	start  time.Time
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
@@ -209,6 +257,19 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	}
 	l.snaps = snaps
 	l.rs = NewRaftStore(l.cfg.Store.Log(l.cfg.LogID))
+	l.logs = l.rs
+	if l.cfg.Group == MetadataGroup {
+		// The leader's replication, every node's apply and the commit
+		// tellings read back the entries just written: from memory,
+		// not from the store (a read transaction each). Definition
+		// commands are small; a data group's entries carry message
+		// bodies, and are not cached.
+		c, err := raft.NewLogCache(metaLogCache, l.rs)
+		if err != nil {
+			return err
+		}
+		l.logs = storedLogs{c, &l.stored}
+	}
 	trans, err := l.node.Transport(l.cfg.Group)
 	if err != nil {
 		return err
@@ -250,7 +311,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 		trans.Close()
 		return err
 	}
-	r, err := raft.NewRaft(rc, l.fsm, l.rs, l.rs, snaps, trans)
+	r, err := raft.NewRaft(rc, l.fsm, l.logs, l.rs, snaps, trans)
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("cluster: start group %d: %w", l.cfg.Group, err)
@@ -534,7 +595,7 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 		}
 		// An attempt gets a third of the time at most, so that a leader
 		// lost mid-request leaves time to find the next one.
-		err, sent := l.submit(env, min(time.Until(deadline), l.cfg.ProposeTimeout/3))
+		err, sent, at := l.submit(env, min(time.Until(deadline), l.cfg.ProposeTimeout/3))
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return Applied{}, ErrClosed
 		}
@@ -550,16 +611,31 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 			}
 			continue
 		}
-		select {
-		case a := <-ch:
-			return a, nil
-		case <-timer.C:
-			maybe, last = true, errors.New("committed, not yet applied on this node")
-			return Applied{}, fail()
-		case <-ctx.Done():
-			return Applied{}, ctx.Err()
-		case <-l.done:
-			return Applied{}, ErrClosed
+		for {
+			// The leader reported the entry committed: apply it (and
+			// the entries before it) from this node's log as soon as
+			// the log holds it, rather than wait until Raft here learns
+			// of the commit (applyThrough).
+			var stored <-chan struct{}
+			if at.index != 0 && l.cfg.Group == MetadataGroup {
+				stored = l.stored.wait()
+				if l.fsm.applyThrough(l.logs, at) {
+					stored, at = nil, entryAt{}
+				}
+			}
+			select {
+			case a := <-ch:
+				return a, nil
+			case <-stored:
+				continue
+			case <-timer.C:
+				maybe, last = true, errors.New("committed, not yet applied on this node")
+				return Applied{}, fail()
+			case <-ctx.Done():
+				return Applied{}, ctx.Err()
+			case <-l.done:
+				return Applied{}, ErrClosed
+			}
 		}
 	}
 }
@@ -677,23 +753,42 @@ func (l *RaftLog) ProposeFunc(cmd []byte, done func(Applied, error)) {
 // submit hands env to the leader: raft's Apply on the leader, a forward
 // over an 'M' stream elsewhere. A nil error means committed; sent reports
 // that the command may have reached a leader.
-func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent bool) {
+func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent bool, at entryAt) {
 	if timeout <= 0 {
-		return ErrNoQuorum, false
+		return ErrNoQuorum, false, at
 	}
 	if l.raft.State() == raft.Leader {
 		err := l.raft.Apply(env, timeout).Error()
 		if err == nil {
 			l.noticeSoon()
 		}
-		return err, true
+		return err, true, at
 	}
 	addr, _ := l.raft.LeaderWithID()
 	if addr == "" {
-		return errNoLeader, false
+		return errNoLeader, false, at
 	}
-	_, sent, err = l.call(string(addr), metaPropose, env, timeout)
-	return err, sent
+	resp, sent, err := l.call(string(addr), metaPropose, env, timeout)
+	if err == nil {
+		at, _ = decodeEntryAt(resp)
+	}
+	return err, sent, at
+}
+
+// entryAt names a committed entry by its index and term: the leader
+// answers a forwarded proposal with its entry's (a leader of an older
+// version answers with nothing: the zero entryAt).
+type entryAt struct{ index, term uint64 }
+
+func (a entryAt) appendTo(b []byte) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(b, a.index), a.term)
+}
+
+func decodeEntryAt(b []byte) (entryAt, bool) {
+	if len(b) != 16 {
+		return entryAt{}, false
+	}
+	return entryAt{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}, true
 }
 
 var errNoLeader = errors.New("no leader known")
@@ -737,6 +832,11 @@ type raftFSM struct {
 
 	mu      sync.Mutex
 	waiters map[reqID]chan Applied
+
+	// applyMu serialises the applies, snapshots and restores of Raft's
+	// FSM goroutine with the applies of a proposer that applies committed
+	// entries ahead of it (applyThrough).
+	applyMu sync.Mutex
 
 	// seen are the request ids of the last maxSeen commands, in order
 	// (FSM goroutine).
@@ -786,19 +886,58 @@ func (f *raftFSM) remember(id reqID) {
 
 // Apply implements raft.FSM.
 func (f *raftFSM) Apply(e *raft.Log) any {
-	if e.Type != raft.LogCommand || len(e.Data) < len(reqID{}) {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	if e.Index <= f.applied.Load() {
+		// Applied already, ahead of Raft (applyThrough).
 		return nil
+	}
+	f.applyLocked(e)
+	return nil
+}
+
+// applyThrough applies, on a follower, the entries of its log after the
+// last one applied up to at, which the leader reported committed, once
+// the log holds at (the same index and term): by Raft's log matching the
+// log up to there is the leader's, and all of it is committed. Raft's FSM
+// goroutine skips them when it gets to them (Apply). It reports whether
+// at is applied; logs is the group's log store.
+func (f *raftFSM) applyThrough(logs raft.LogStore, at entryAt) bool {
+	if f.applied.Load() >= at.index {
+		return true
+	}
+	var e raft.Log
+	if err := logs.GetLog(at.index, &e); err != nil || e.Term != at.term {
+		return false
+	}
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	for i := f.applied.Load() + 1; i <= at.index; i++ {
+		var e raft.Log
+		if err := logs.GetLog(i, &e); err != nil {
+			return false
+		}
+		f.applyLocked(&e)
+		f.applied.Store(i)
+	}
+	return true
+}
+
+// applyLocked applies e. Hold applyMu.
+func (f *raftFSM) applyLocked(e *raft.Log) {
+	if e.Type != raft.LogCommand || len(e.Data) < len(reqID{}) {
+		return
 	}
 	var id reqID
 	copy(id[:], e.Data)
 	if id == (reqID{}) {
 		// The no-op of the first snapshot (seedSnapshot).
 		f.applied.Store(e.Index)
-		return nil
+		return
 	}
 	if _, dup := f.seen[id]; dup {
 		f.applied.Store(e.Index)
-		return nil
+		return
 	}
 	if f.committed != nil {
 		f.committed(e.Index)
@@ -813,12 +952,14 @@ func (f *raftFSM) Apply(e *raft.Log) any {
 	if ch != nil {
 		ch <- Applied{Index: e.Index, Result: res}
 	}
-	return nil
+	return
 }
 
 // Snapshot implements raft.FSM: the last command index, the remembered
 // request ids and the machine's snapshot.
 func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	s, err := f.sm.Snapshot()
 	if err != nil {
 		return nil, err
@@ -832,6 +973,8 @@ func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore implements raft.FSM.
 func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	var hdr [12]byte
 	if _, err := io.ReadFull(rc, hdr[:]); err != nil {
 		return fmt.Errorf("cluster: snapshot header: %w", err)

@@ -115,11 +115,19 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 		if l.raft.State() != raft.Leader {
 			return nil, raft.ErrNotLeader
 		}
-		err := l.raft.Apply(payload, l.cfg.ProposeTimeout).Error()
-		if err == nil {
-			l.noticeSoon()
+		f := l.raft.Apply(payload, l.cfg.ProposeTimeout)
+		if err := f.Error(); err != nil {
+			return nil, err
 		}
-		return nil, err
+		l.noticeSoon()
+		// The entry's index and term, for the proposer to apply it
+		// from its own log (applyThrough; the metadata group's, whose
+		// recent entries are in memory).
+		var e raft.Log
+		if l.cfg.Group != MetadataGroup || l.logs.GetLog(f.Index(), &e) != nil {
+			return nil, nil
+		}
+		return entryAt{e.Index, e.Term}.appendTo(nil), nil
 	case metaJoin:
 		name, addr, ok := strings.Cut(string(payload), "\x00")
 		if !ok || name == "" || addr == "" {
