@@ -165,12 +165,13 @@
 //
 // The store lives inside a broker whose idle RSS target is 25 MB, so Badger is tuned
 // small (options.go):
-//   - MemTableSize 4 MiB, NumMemtables 3: the memtable arenas (~5 MiB each with Badger's
-//     batch headroom) are among the largest allocations; two may wait for their flush,
-//     so bursts of writes (16 publishers with confirms) rarely stall. 8 MiB memtables
-//     cost ~80 MiB more RSS with a million queued messages (Badger's table builders grow
-//     with them).
-//     Badger limits one transaction to 15% of it (~600 KiB), so big group commits are
+//   - MemTableSize 2 MiB, NumMemtables 3: the memtable arenas (~2.6 MiB each with
+//     Badger's batch headroom) are among the largest allocations; two may wait for their
+//     flush, so bursts of writes (16 publishers with confirms) rarely stall. Level-0
+//     tables are memtable-sized, and the builder of one grows to hold it: 8 MiB memtables
+//     cost ~80 MiB more RSS with a million queued messages, and 4 MiB ones ~14 MiB more
+//     heap than 2 MiB with a million delayed messages (40 against 26 MiB live after a GC).
+//     Badger limits one transaction to 15% of it (~300 KiB), so big group commits are
 //     split into a few transactions.
 //   - ValueThreshold 512 bytes: small messages (and all definitions) stay in the LSM
 //     tree, written once to the WAL and once to a table, and a queue drained before a
@@ -185,7 +186,12 @@
 //     straight from their mmap (the OS page cache does the caching) and their indexes
 //     stay in the mmap, not the Go heap; no ristretto caches are allocated.
 //   - NumCompactors 2 (Badger's minimum), L0 4 tables before compaction (stall at 12),
-//     base level 16 MiB, 1 MiB tables (a table builder starts at twice that).
+//     base level 16 MiB, 512 KiB tables at the base level, twice as big each level below.
+//     A table builder starts at twice its table's size and Badger pools up to 8 of them
+//     (giving one back every 2 s without compactions): with 1 MiB tables the pool held
+//     ~24 MiB of a node's heap with a million queued messages, with 512 KiB ~18 MiB. Each
+//     table built also takes a transient 3 MiB index builder, so much smaller tables would
+//     trade pooled memory for garbage.
 //   - SyncWrites unless Config.NoSync: every Badger write is synced, and the writer makes
 //     one write per group commit, so this is one sync per batch. (Calling DB.Sync after
 //     unsynced writes instead would miss a memtable rotated in between.)

@@ -15,11 +15,11 @@ func badgerOptions(dir string, noSync bool, log *zap.Logger) badger.Options {
 		WithLogger(badgerLogger{log.Named("badger").Sugar()}).
 		WithLoggingLevel(badger.WARNING).
 		WithSyncWrites(!noSync).
-		WithMemTableSize(4 << 20).
+		WithMemTableSize(2 << 20).
 		WithNumMemtables(3).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(12).
-		WithBaseTableSize(1 << 20).
+		WithBaseTableSize(512 << 10).
 		WithBaseLevelSize(16 << 20).
 		WithValueThreshold(512).
 		WithValueLogFileSize(64 << 20).

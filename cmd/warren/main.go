@@ -125,6 +125,7 @@ func runServer(cc *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	log.Debug("go gc target", zap.String("gogc", tuneGC()))
 	hb := cc.Duration("heartbeat")
 	if hb == 0 {
 		hb = -1
