@@ -126,7 +126,20 @@ func (b *Broker) dlxLoop() {
 				}
 			}
 		}
+		if len(r.dlxConfirmed) > 0 && !b.leadsAny(machines) {
+			clear(r.dlxConfirmed) // a leader again starts afresh
+		}
 	}
+}
+
+// leadsAny reports whether this node leads one of the groups.
+func (b *Broker) leadsAny(machines map[uint64]*QueueGroup) bool {
+	for g := range machines {
+		if b.cfg.QuorumGroups.Leader(g) {
+			return true
+		}
+	}
+	return false
 }
 
 // dlxQueue republishes up to dlxMaxInFlight discards of qe and settles
@@ -147,6 +160,7 @@ func (b *Broker) dlxQueue(m *QueueGroup, qe *queueEntity) {
 	var (
 		mu      sync.Mutex
 		settled []uint64
+		got     []dlxConfirm // targets that confirmed, this round
 		closed  bool
 		wg      sync.WaitGroup
 		buf     [8]*queueEntity
@@ -158,6 +172,9 @@ func (b *Broker) dlxQueue(m *QueueGroup, qe *queueEntity) {
 		}
 		mu.Unlock()
 	}
+	// confirmed are the targets that confirmed each dead letter in
+	// earlier rounds: not sent to again.
+	confirmed := b.repl.dlxConfirmed[k]
 	now := time.Now()
 	for i := range ds {
 		d := &ds[i]
@@ -170,26 +187,34 @@ func (b *Broker) dlxQueue(m *QueueGroup, qe *queueEntity) {
 			continue // no route (yet): next round
 		}
 		seq := d.Entry.Seq
+		if done := confirmed[seq]; done != nil {
+			targets = slices.DeleteFunc(targets, func(t *queueEntity) bool { return done[t] })
+		}
 		if len(targets) == 0 {
-			confirm(seq) // only cycles: dropped
+			confirm(seq) // only cycles (dropped), or all confirmed before
 			continue
 		}
 		p := &dlxPending{seq: seq}
 		p.left.Store(int32(len(targets)))
 		wg.Add(1)
-		report := func(ok bool) {
-			if !ok {
-				p.failed.Store(true)
-			}
-			if p.left.Add(-1) == 0 {
-				if !p.failed.Load() {
-					confirm(p.seq)
-				}
-				wg.Done()
-			}
-		}
 		for _, t := range targets {
-			t.enqueueConfirmed(msg, report)
+			t.enqueueConfirmed(msg, func(ok bool) {
+				if ok {
+					mu.Lock()
+					if !closed {
+						got = append(got, dlxConfirm{seq, t})
+					}
+					mu.Unlock()
+				} else {
+					p.failed.Store(true)
+				}
+				if p.left.Add(-1) == 0 {
+					if !p.failed.Load() {
+						confirm(p.seq)
+					}
+					wg.Done()
+				}
+			})
 		}
 	}
 	all := make(chan struct{})
@@ -208,6 +233,7 @@ func (b *Broker) dlxQueue(m *QueueGroup, qe *queueEntity) {
 	closed = true
 	seqs := settled
 	mu.Unlock()
+	b.noteConfirmed(k, ds, got, seqs)
 	if len(seqs) == 0 {
 		return
 	}
@@ -222,6 +248,49 @@ func (b *Broker) dlxQueue(m *QueueGroup, qe *queueEntity) {
 	select {
 	case <-res:
 	case <-b.repl.done:
+	}
+}
+
+// dlxConfirm is a target's confirm of dead letter seq.
+type dlxConfirm struct {
+	seq    uint64
+	target *queueEntity
+}
+
+// noteConfirmed records which targets confirmed which of the dead
+// letters ds of queue k this round (got), so that the next round sends
+// only to the others, and forgets those being settled and those no
+// longer among the discards. Worker goroutine.
+func (b *Broker) noteConfirmed(k GroupQueueKey, ds []queue.Discard, got []dlxConfirm, settled []uint64) {
+	r := &b.repl
+	m := r.dlxConfirmed[k]
+	if m == nil && len(got) == 0 {
+		return
+	}
+	if m == nil {
+		m = map[uint64]map[*queueEntity]bool{}
+		r.dlxConfirmed[k] = m
+	}
+	for _, c := range got {
+		if m[c.seq] == nil {
+			m[c.seq] = map[*queueEntity]bool{}
+		}
+		m[c.seq][c.target] = true
+	}
+	keep := make(map[uint64]bool, len(ds))
+	for i := range ds {
+		keep[ds[i].Entry.Seq] = true
+	}
+	for _, seq := range settled {
+		delete(keep, seq)
+	}
+	for seq := range m {
+		if !keep[seq] {
+			delete(m, seq)
+		}
+	}
+	if len(m) == 0 {
+		delete(r.dlxConfirmed, k)
 	}
 }
 

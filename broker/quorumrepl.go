@@ -154,8 +154,11 @@ type replState struct {
 	ticking  map[GroupQueueKey]bool
 	dead     []replDead
 	deadKick chan struct{}
-	// dlxKick wakes the at-least-once dead-letter worker (quorumdlx.go).
-	dlxKick chan struct{}
+	// dlxKick wakes the at-least-once dead-letter worker (quorumdlx.go);
+	// dlxConfirmed, the worker's own, are the targets that confirmed
+	// each dead letter not settled yet, per queue.
+	dlxKick      chan struct{}
+	dlxConfirmed map[GroupQueueKey]map[uint64]map[*queueEntity]bool
 }
 
 // Consumer ids of replicated queues: node(20 bits, a hash of the node's
@@ -188,6 +191,7 @@ func (r *replState) init(node string) {
 	r.ticking = make(map[GroupQueueKey]bool)
 	r.deadKick = make(chan struct{}, 1)
 	r.dlxKick = make(chan struct{}, 1)
+	r.dlxConfirmed = map[GroupQueueKey]map[uint64]map[*queueEntity]bool{}
 }
 
 // replicated reports whether the broker places quorum queues in data

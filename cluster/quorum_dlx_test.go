@@ -114,10 +114,14 @@ func TestClusterQuorumDeadLetterAtLeastOnce(t *testing.T) {
 		l := queueLeader(others, nil, "alo.ttl")
 		return l != "" && l != leaderName
 	})
-	// Bound now, to a queue whose node is down: still kept.
+	// Bound now, to a queue whose node is down and to a quorum queue:
+	// still kept until both have them.
+	declareQuorum(t, others[0], "alo.qdlq", nil)
 	_, chB := dial(t, others[0])
-	if err := chB.QueueBind("alo.dlq", "alo", "dlx.alo", false, nil); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{"alo.dlq", "alo.qdlq"} {
+		if err := chB.QueueBind(q, "alo", "dlx.alo", false, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for q, want := range map[string]int{"alo.ttl": nTTL, "alo.rej": nRej} {
 		_, dlx, err := dlxCounts(others[1], q)
@@ -134,43 +138,45 @@ func TestClusterQuorumDeadLetterAtLeastOnce(t *testing.T) {
 			return err == nil && dlx != nil && *dlx == 0
 		})
 	}
-	_, chC := dial(t, leader)
-	seen := map[string]int{}
-	var reasons = map[string]string{}
-	waitFor(t, "every dead letter in alo.dlq", func() bool {
-		for {
-			m, ok, err := chC.Get("alo.dlq", true)
-			if err != nil {
-				t.Fatal(err)
+	for _, target := range []string{"alo.dlq", "alo.qdlq"} {
+		_, chC := dial(t, leader)
+		seen := map[string]int{}
+		var reasons = map[string]string{}
+		waitFor(t, "every dead letter in "+target, func() bool {
+			for {
+				m, ok, err := chC.Get(target, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				body := string(m.Body)
+				seen[body]++
+				reasons[body], _ = m.Headers["x-first-death-reason"].(string)
 			}
-			if !ok {
-				break
+			return len(seen) >= nTTL+nRej
+		})
+		dups := 0
+		for i := range nTTL {
+			b := fmt.Sprintf("ttl-%d", i)
+			if seen[b] == 0 || reasons[b] != "expired" {
+				t.Fatalf("%s: %s seen %d times, reason %q", target, b, seen[b], reasons[b])
 			}
-			body := string(m.Body)
-			seen[body]++
-			reasons[body], _ = m.Headers["x-first-death-reason"].(string)
+			dups += seen[b] - 1
 		}
-		return len(seen) >= nTTL+nRej
-	})
-	dups := 0
-	for i := range nTTL {
-		b := fmt.Sprintf("ttl-%d", i)
-		if seen[b] == 0 || reasons[b] != "expired" {
-			t.Fatalf("%s: seen %d times, reason %q", b, seen[b], reasons[b])
+		for i := range nRej {
+			b := fmt.Sprintf("rej-%d", i)
+			if seen[b] == 0 || reasons[b] != "rejected" {
+				t.Fatalf("%s: %s seen %d times, reason %q", target, b, seen[b], reasons[b])
+			}
+			dups += seen[b] - 1
 		}
-		dups += seen[b] - 1
+		for b := range seen {
+			if strings.HasPrefix(b, "amo-") {
+				t.Fatalf("%s: %s, dead-lettered at most once with no route, arrived", target, b)
+			}
+		}
+		t.Logf("%s: %d dead letters, %d duplicates", target, nTTL+nRej, dups)
 	}
-	for i := range nRej {
-		b := fmt.Sprintf("rej-%d", i)
-		if seen[b] == 0 || reasons[b] != "rejected" {
-			t.Fatalf("%s: seen %d times, reason %q", b, seen[b], reasons[b])
-		}
-		dups += seen[b] - 1
-	}
-	for b := range seen {
-		if strings.HasPrefix(b, "amo-") {
-			t.Fatalf("%s, dead-lettered at most once with no route, arrived", b)
-		}
-	}
-	t.Logf("%d dead letters, %d duplicates", nTTL+nRej, dups)
 }
