@@ -69,9 +69,11 @@ func (g *QueueGroup) discardKeys() []GroupQueueKey {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var keys []GroupQueueKey
-	for k, q := range g.queues {
-		if n, _ := q.DiscardCount(); n > 0 {
+	for k := range g.dlx {
+		if q := g.queues[k]; q != nil && q.HasDiscards() {
 			keys = append(keys, k)
+		} else {
+			delete(g.dlx, k)
 		}
 	}
 	slices.SortFunc(keys, compareKeys)
@@ -116,30 +118,26 @@ func (b *Broker) dlxLoop() {
 			machines[g] = m
 		}
 		r.mu.Unlock()
+		worked := map[GroupQueueKey]bool{}
 		for g, m := range machines {
 			if !b.cfg.QuorumGroups.Leader(g) {
 				continue
 			}
 			for _, k := range m.discardKeys() {
 				if qe := b.replEntity(k); qe != nil {
+					worked[k] = true
 					b.dlxQueue(m, qe)
 				}
 			}
 		}
-		if len(r.dlxConfirmed) > 0 && !b.leadsAny(machines) {
-			clear(r.dlxConfirmed) // a leader again starts afresh
+		for k := range r.dlxConfirmed {
+			if !worked[k] {
+				// Settled, deleted, or no longer led here (a leader
+				// again starts afresh).
+				delete(r.dlxConfirmed, k)
+			}
 		}
 	}
-}
-
-// leadsAny reports whether this node leads one of the groups.
-func (b *Broker) leadsAny(machines map[uint64]*QueueGroup) bool {
-	for g := range machines {
-		if b.cfg.QuorumGroups.Leader(g) {
-			return true
-		}
-	}
-	return false
 }
 
 // dlxQueue republishes up to dlxMaxInFlight discards of qe and settles

@@ -104,6 +104,10 @@ func (q *Queue) DiscardCount() (n int, bytes int64) {
 	return len(q.discards.list), q.discards.bytes
 }
 
+// HasDiscards reports whether the queue keeps dead letters not yet
+// settled.
+func (q *Queue) HasDiscards() bool { return len(q.discards.list) > 0 }
+
 // pageInDiscard gives discard seq its body back, and reports whether it
 // had none.
 func (q *Queue) pageInDiscard(seq uint64, m *Message) bool {
