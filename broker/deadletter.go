@@ -110,13 +110,28 @@ func (qe *queueEntity) loadDead(dls []queue.DeadLetter) {
 // with x-dead-letter-routing-key or the message's own routing keys, and
 // not delivered to a queue where it would close a cycle.
 func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter, now time.Time, depth int) {
+	var buf [8]*queueEntity
+	msg, targets, _ := v.deadLetterTargets(src, set, dl, now, buf[:0])
+	for _, t := range targets {
+		t.enqueue(msg, depth+1)
+	}
+}
+
+// deadLetterTargets builds the message that dead letter dl of queue src
+// becomes and appends the queues it goes to (cycles left out) to
+// targets. routed reports whether it reached any queue (those where it
+// would close a cycle included): it is false with no message (paged out
+// and lost), a header that does not decode, no such exchange, no
+// binding that matches.
+func (v *vhost) deadLetterTargets(src string, set *queueSettings, dl *queue.DeadLetter, now time.Time,
+	targets []*queueEntity) (msg *queue.Message, out []*queueEntity, routed bool) {
 	m := dl.Entry.Msg
 	if m == nil {
-		return // paged out and lost (logged when read)
+		return nil, targets, false // paged out and lost (logged when read)
 	}
 	var h amqp.ContentHeader
 	if err := amqp.DecodeContentHeader(m.Header, &h); err != nil {
-		return
+		return nil, targets, false
 	}
 	p := &h.Properties
 	keys := []string{m.RoutingKey}
@@ -143,35 +158,38 @@ func (v *vhost) deadLetter(src string, set *queueSettings, dl *queue.DeadLetter,
 	header, err := h.AppendTo(nil)
 	if err != nil {
 		v.b.log.Warn("dead-lettering: encoding header", zap.String("queue", src), zap.Error(err))
-		return
+		return nil, targets, false
 	}
-	msg := &queue.Message{
+	msg = &queue.Message{
 		Exchange: set.dlx, RoutingKey: routeKeys[0], Header: header, Body: m.Body,
 		Persistent: m.Persistent, Priority: m.Priority,
 	}
 	headers := func() amqp.Table { return p.Headers }
-	var buf [8]*queueEntity
 	v.mu.RLock()
 	ex := v.exchanges[set.dlx]
 	if ex == nil {
-		// RabbitMQ drops dead letters for a missing exchange.
+		// RabbitMQ drops dead letters for a missing exchange (at most
+		// once; at least once they wait for it).
 		v.mu.RUnlock()
-		return
+		return msg, targets, false
 	}
-	targets := buf[:0]
+	n := len(targets)
 	rs := routeScratchPool.Get().(*routeScratch)
 	for _, k := range routeKeys {
 		targets = v.routeLocked(ex, k, headers, targets, rs)
 	}
 	v.mu.RUnlock()
 	routeScratchPool.Put(rs)
-	for _, t := range targets {
+	routed = len(targets) > n
+	out = targets[:n]
+	for _, t := range targets[n:] {
 		if queue.DeathCycle(p.Headers, t.name) {
 			v.b.log.Debug("dead-letter cycle, dropping", zap.String("queue", t.name))
 			continue
 		}
-		t.enqueue(msg, depth+1)
+		out = append(out, t)
 	}
+	return msg, out, routed
 }
 
 // enqueue publishes a message the broker made (a dead letter) into qe:

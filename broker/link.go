@@ -211,8 +211,11 @@ type linkPeer struct {
 // linkWaiter is a request waiting for its reply: a publish's confirm
 // (ch, seq), or a call (reply).
 type linkWaiter struct {
-	ch    *channel
-	seq   uint64
+	ch  *channel
+	seq uint64
+	// done, when set, takes a publish's confirm instead of ch (a dead
+	// letter republished at least once, quorumdlx.go).
+	done  func(error)
 	reply chan linkReply
 	// cons is the consumer a consume request registers once its reply
 	// says ok, and noWait whether consume-ok is left out.
@@ -368,6 +371,10 @@ func (p *linkPeer) finish(wt *linkWaiter, r linkReply) {
 		if r.err == nil {
 			err = errRejectPublish
 		}
+	}
+	if wt.done != nil {
+		wt.done(err)
+		return
 	}
 	wt.ch.journaled(wt.seq, err)
 }

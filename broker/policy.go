@@ -51,7 +51,7 @@ var (
 		"delivery-limit": "nonneg", "consumer-timeout": "nonneg", "overflow": "overflow",
 		"dead-letter-exchange": "string", "dead-letter-routing-key": "string", "alternate-exchange": "string",
 		"max-age": "maxage", "stream-max-segment-size-bytes": "nonneg",
-		"queue-leader-locator": "string",
+		"queue-leader-locator": "string", "dead-letter-strategy": "dlstrategy",
 	}
 	operatorKeys = map[string]bool{
 		"message-ttl": true, "expires": true, "max-length": true, "max-length-bytes": true, "delivery-limit": true,
@@ -97,6 +97,10 @@ func validatePolicy(def map[string]any, operator bool) error {
 		case "overflow":
 			if _, why := parseOverflow(v); why != "" {
 				return fmt.Errorf("%w: %s: %v is not a valid overflow", ErrInvalidPolicy, k, v)
+			}
+		case "dlstrategy":
+			if _, why := parseDLStrategy(v); why != "" {
+				return fmt.Errorf("%w: %s: %v is not a valid dead-letter strategy", ErrInvalidPolicy, k, v)
 			}
 		default:
 			n, ok := policyInt(v)
@@ -303,6 +307,11 @@ func (v *vhost) withPolicies(name string, args amqp.Table, s queueSettings) queu
 		}
 		if x, ok := pol.def["dead-letter-exchange"].(string); ok && !s.hasDLX {
 			s.dlx, s.hasDLX = x, true
+		}
+		if v, ok := pol.def["dead-letter-strategy"]; ok && !s.hasDLStrategy {
+			if alo, why := parseDLStrategy(v); why == "" {
+				s.cfg.DeadLetterAtLeastOnce = alo
+			}
 		}
 		if k, ok := pol.def["dead-letter-routing-key"].(string); ok && !s.hasDLRK {
 			s.dlrk, s.hasDLRK = k, true

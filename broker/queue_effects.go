@@ -114,6 +114,7 @@ func (qe *queueEntity) purgeLocked() int {
 // (OpSetConfig): messages the new limits or TTL drop are dead-lettered.
 // It reports whether dead letters await flushDead. Hold qe.mu.
 func (qe *queueEntity) setConfigLocked(cfg queue.Config, now int64) bool {
+	cfg.DeadLetterAtLeastOnce = false // replicated quorum queues only (quorumdlx.go)
 	cmd := queue.Cmd{Op: queue.OpSetConfig, Now: now, Config: cfg}
 	return qe.applyLocked(&cmd)
 }

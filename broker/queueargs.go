@@ -29,6 +29,10 @@ type queueSettings struct {
 	// names the default exchange); dlrk is x-dead-letter-routing-key.
 	dlx, dlrk       string
 	hasDLX, hasDLRK bool
+	// hasDLStrategy tells x-dead-letter-strategy was given (a policy's
+	// dead-letter-strategy does not override it); its value is
+	// cfg.DeadLetterAtLeastOnce.
+	hasDLStrategy bool
 	// consumerTimeout is x-consumer-timeout in ms (0 = broker default).
 	consumerTimeout int64
 	// stream is set for a stream queue (stream_args.go).
@@ -88,6 +92,7 @@ func intArgValue(v any) (int64, string) {
 var classicUnsupportedArgs = []string{
 	"x-max-in-memory-length", "x-max-in-memory-bytes", "x-quorum-initial-group-size",
 	"x-max-age", "x-stream-max-segment-size-bytes", "x-initial-cluster-size",
+	"x-dead-letter-strategy",
 }
 
 // parseQueueArgs validates the declare arguments of queue name and returns
@@ -181,6 +186,13 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		}
 		s.dlrk, s.hasDLRK = k, true
 	}
+	if v, ok := args["x-dead-letter-strategy"]; ok {
+		alo, why := parseDLStrategy(v)
+		if why != "" {
+			return bad("x-dead-letter-strategy", why)
+		}
+		s.cfg.DeadLetterAtLeastOnce, s.hasDLStrategy = alo, true
+	}
 	if n, ok, why := nonNeg("x-max-length"); why != "" {
 		return bad("x-max-length", why)
 	} else if ok {
@@ -247,6 +259,23 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 	return s, nil
 }
 
+// parseDLStrategy reads an x-dead-letter-strategy value (quorum queues;
+// classic queues refuse the argument, as RabbitMQ does): at-least-once
+// or at-most-once. why is the refusal reason, RabbitMQ's.
+func parseDLStrategy(v any) (atLeastOnce bool, why string) {
+	str, ok := v.(string)
+	if !ok {
+		return false, fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v))
+	}
+	switch str {
+	case "at-least-once":
+		return true, ""
+	case "at-most-once":
+		return false, ""
+	}
+	return false, "invalid_dlx_strategy"
+}
+
 // parseOverflow reads an x-overflow value; why is the refusal reason.
 func parseOverflow(v any) (o queue.Overflow, why string) {
 	str, ok := v.(string)
@@ -267,7 +296,11 @@ func parseOverflow(v any) (o queue.Overflow, why string) {
 // newQueueEntityState builds the state machine for settings s and
 // initialises qe's features. Call before qe is shared.
 func (qe *queueEntity) initFeatures(s queueSettings) {
-	qe.qv = *queue.NewWithConfig(s.cfg)
+	cfg := s.cfg
+	// Dead-lettering at least once is for replicated quorum queues only
+	// (quorumdlx.go), whose state is their group's, not qv.
+	cfg.DeadLetterAtLeastOnce = false
+	qe.qv = *queue.NewWithConfig(cfg)
 	qe.q = &qe.qv
 	qe.quorum = s.quorum
 	qe.fx.set = s

@@ -138,6 +138,11 @@ func (gb *groupBodies) after(k GroupQueueKey, q *queue.Queue, cmd *queue.Cmd, r 
 		f := &r.Effects[i]
 		switch f.Kind {
 		case queue.EffDeadLetter:
+			if f.Held {
+				// Kept among the queue's discards: the stored copy
+				// stays until they are settled (EffSettled).
+				continue
+			}
 			if f.Entry.Msg == nil && q.Config().DeadLetter && gb.b.cfg.QuorumGroups.Leader(gb.group) {
 				// Republished by this node (Broker.observe leaves it to
 				// us): with its body, read first.

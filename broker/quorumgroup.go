@@ -148,6 +148,10 @@ type QueueGroup struct {
 	// timed are the queues that may need ticks (OpTick): a message TTL,
 	// an x-expires, or messages published with an expiration.
 	timed map[GroupQueueKey]bool
+	// dlx are the queues that may hold discards (at-least-once dead
+	// letters, quorumdlx.go), for the dead-letter worker; forgotten by
+	// discardKeys once they hold none.
+	dlx map[GroupQueueKey]bool
 	// streams are the group's replicated streams (streamgroup.go), host
 	// this node's side of them (nil: no I/O).
 	streams map[GroupQueueKey]*groupStream
@@ -164,7 +168,8 @@ var _ StateMachine = (*QueueGroup)(nil)
 
 // NewQueueGroup returns an empty group state machine.
 func NewQueueGroup() *QueueGroup {
-	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue), timed: make(map[GroupQueueKey]bool)}
+	return &QueueGroup{queues: make(map[GroupQueueKey]*queue.Queue), timed: make(map[GroupQueueKey]bool),
+		dlx: make(map[GroupQueueKey]bool)}
 }
 
 // GroupBatchCmd is the group command applying cmds in order.
@@ -277,6 +282,7 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 		}
 		delete(g.queues, r.Key)
 		delete(g.timed, r.Key)
+		delete(g.dlx, r.Key)
 	case groupQueue:
 		q := g.queues[r.Key]
 		if q == nil {
@@ -292,6 +298,9 @@ func (g *QueueGroup) applyOne(cmd []byte) *GroupResult {
 		r.Effects, r.Err = q.Apply(&qc, nil)
 		if (qc.Op == queue.OpEnqueue && qc.TTL >= 0) || (qc.Op == queue.OpSetConfig && timedConfig(&qc.Config)) {
 			g.timed[r.Key] = true
+		}
+		if q.HasDiscards() {
+			g.dlx[r.Key] = true
 		}
 		switch qc.Op {
 		case queue.OpEnqueue, queue.OpAttach, queue.OpSettle, queue.OpReturn, queue.OpDiscard, queue.OpSetConfig:
@@ -345,6 +354,9 @@ func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
 		}
 		c := queue.Cmd{Op: queue.OpCheckout, Now: now}
 		r.Effects, _ = q.Apply(&c, r.Effects)
+		if q.HasDiscards() {
+			g.dlx[k] = true // past x-delivery-limit
+		}
 		if g.bodies != nil {
 			g.bodies.after(k, q, nil, r)
 		}
@@ -588,14 +600,18 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 		}
 	}
 	timed := make(map[GroupQueueKey]bool)
+	dlx := make(map[GroupQueueKey]bool)
 	for k, q := range queues {
 		if cfg := q.Config(); timedConfig(&cfg) || q.NextExpiry() != 0 {
 			timed[k] = true
 		}
+		if q.HasDiscards() {
+			dlx[k] = true
+		}
 	}
 	g.mu.Lock()
 	old := g.streams
-	g.queues, g.last, g.timed, g.streams = queues, index, timed, streams
+	g.queues, g.last, g.timed, g.streams, g.dlx = queues, index, timed, streams, dlx
 	g.adoptConsumersLocked(old)
 	g.mu.Unlock()
 	return nil

@@ -73,8 +73,10 @@ import (
 // carried out by the node that leads the group when it applies the
 // command (observe, deadLoop): at most once, x-dead-letter-strategy's
 // default — a dead letter decided while the leadership changes hands may
-// be republished by neither node. x-dead-letter-strategy at-least-once is
-// not supported: such a queue behaves as at-most-once.
+// be republished by neither node. With x-dead-letter-strategy
+// at-least-once (and x-overflow reject-publish) the queue keeps its dead
+// letters until their targets confirm them, and the group's leader
+// republishes them (quorumdlx.go).
 //
 // Not yet: the channel-wide prefetch and the outbound-buffer gate
 // (per-consumer prefetch only), nodes that are not members of the queue's
@@ -152,6 +154,11 @@ type replState struct {
 	ticking  map[GroupQueueKey]bool
 	dead     []replDead
 	deadKick chan struct{}
+	// dlxKick wakes the at-least-once dead-letter worker (quorumdlx.go);
+	// dlxConfirmed, the worker's own, are the targets that confirmed
+	// each dead letter not settled yet, per queue.
+	dlxKick      chan struct{}
+	dlxConfirmed map[GroupQueueKey]map[uint64]map[*queueEntity]bool
 }
 
 // Consumer ids of replicated queues: node(20 bits, a hash of the node's
@@ -183,6 +190,8 @@ func (r *replState) init(node string) {
 	r.retry = make(chan queue.ConsumerID, 64)
 	r.ticking = make(map[GroupQueueKey]bool)
 	r.deadKick = make(chan struct{}, 1)
+	r.dlxKick = make(chan struct{}, 1)
+	r.dlxConfirmed = map[GroupQueueKey]map[uint64]map[*queueEntity]bool{}
 }
 
 // replicated reports whether the broker places quorum queues in data
@@ -593,6 +602,10 @@ func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
 			return nil
 		}
 	}
+	if cfg.DeadLetterAtLeastOnce && !cfg.AtLeastOnce() {
+		b.log.Warn("x-dead-letter-strategy at-least-once needs x-overflow reject-publish and a dead-letter exchange: dead-lettering at most once",
+			zap.String("queue", qe.name))
+	}
 	res, err := b.replCall(qe, GroupCreateCmd(qe.repl.key, cfg), cls, mth)
 	if err == nil && res.Err != nil {
 		err = amqp.Errorf(amqp.InternalError, cls, mth, "quorum queue '%s': %v", qe.name, res.Err)
@@ -860,7 +873,11 @@ func (b *Broker) observe(g uint64, res *GroupResult, viaBodies bool) {
 					leader = 1
 				}
 			}
-			if leader == 1 && !(viaBodies && f.Kind == queue.EffDeadLetter && f.Entry.Msg == nil) {
+			if leader == 1 && f.Held {
+				// Kept by the queue until its targets confirm it: the
+				// dead-letter worker republishes it (quorumdlx.go).
+				b.kickDLX()
+			} else if leader == 1 && !(viaBodies && f.Kind == queue.EffDeadLetter && f.Entry.Msg == nil) {
 				// (A paged-out message's body is read by the group's
 				// bodies runner, which hands the dead letter on.)
 				b.queueDead(replDead{key: res.Key, dl: queue.DeadLetter{Entry: f.Entry, Reason: f.Reason},
@@ -1355,9 +1372,10 @@ func (b *Broker) startRepl() {
 	if r.closed {
 		return
 	}
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go b.replWatch()
 	go b.deadLoop()
+	go b.dlxLoop()
 	go b.streamRetainLoop()
 }
 
@@ -1424,6 +1442,7 @@ func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
 	if m != nil && qe.stream == nil {
 		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
 		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes = m.bytes(qe.repl.key)
+		qi.DeadLettered, qi.DeadLetteredBytes = m.discardCount(qe.repl.key)
 	}
 	qg := b.cfg.QuorumGroups
 	qi.Leader = qg.LeaderName(qe.repl.group)

@@ -60,7 +60,12 @@ type QueueInfo struct {
 	// are paged out of RAM to the store, and those bodies' bytes.
 	PagedOut      int
 	PagedOutBytes int64
-	Consumers     int
+	// DeadLettered and DeadLetteredBytes count a replicated quorum
+	// queue's dead letters kept until their targets confirm them
+	// (x-dead-letter-strategy at-least-once): RabbitMQ's messages_dlx.
+	DeadLettered      int
+	DeadLetteredBytes int64
+	Consumers         int
 	// Owner names the connection of an exclusive queue.
 	Owner string
 	Stats MessageStats

@@ -17,7 +17,7 @@ import (
 //	attach      consumer tag prefetch priority flags(1: noack 1, exclusive 2)
 //	detach      consumer
 //	get         flags(1: noack 1, holder follows 2) [holder]
-//	settle, return, discard
+//	settle, return, discard, settle-discards
 //	            count ids... (count 0: one id follows, Cmd.Seq), then
 //	            with version 2 the holder (Cmd.Consumer)
 //	purge       max
@@ -76,7 +76,7 @@ func AppendCmd(b []byte, cmd *Cmd) []byte {
 		}
 		b = append(b, boolByte(cmd.NoAck)|2)
 		b = binary.AppendUvarint(b, uint64(cmd.Consumer))
-	case OpSettle, OpReturn, OpDiscard:
+	case OpSettle, OpReturn, OpDiscard, OpSettleDiscards:
 		if len(cmd.Seqs) == 0 {
 			b = append(b, 0)
 			b = binary.AppendUvarint(b, cmd.Seq)
@@ -155,7 +155,7 @@ func DecodeCmd(b []byte) (Cmd, error) {
 		if f&2 != 0 {
 			cmd.Consumer = ConsumerID(r.uvarint())
 		}
-	case OpSettle, OpReturn, OpDiscard:
+	case OpSettle, OpReturn, OpDiscard, OpSettleDiscards:
 		n := r.count()
 		if n == 0 {
 			cmd.Seq = r.uvarint()
@@ -200,11 +200,19 @@ func appendConfig(b []byte, c *Config) []byte {
 		b = binary.AppendUvarint(b, uint64(c.DedupSize))
 		b = binary.AppendVarint(b, c.DedupTTL)
 	}
+	if c.DeadLetterAtLeastOnce {
+		b = append(b, configAtLeastOnce)
+	}
 	return b
 }
 
-// configDedup marks the deduplication bounds at the end of a configuration.
-const configDedup = 'd'
+// configDedup marks the deduplication bounds at the end of a
+// configuration, configAtLeastOnce (after them) x-dead-letter-strategy
+// at-least-once.
+const (
+	configDedup       = 'd'
+	configAtLeastOnce = 'a'
+)
 
 func readConfig(r *snapReader) Config {
 	c := Config{MessageTTL: r.varint(), MaxLength: r.varint(), MaxLengthBytes: r.varint()}
@@ -216,6 +224,10 @@ func readConfig(r *snapReader) Config {
 	if len(r.b) > 0 && r.b[0] == configDedup {
 		r.byte()
 		c.DedupSize, c.DedupTTL = int(r.uvarint()), r.varint()
+	}
+	if len(r.b) > 0 && r.b[0] == configAtLeastOnce {
+		r.byte()
+		c.DeadLetterAtLeastOnce = true
 	}
 	return c
 }

@@ -70,6 +70,11 @@ const (
 	// OpTouch records a use of the queue at Now, for Config.Expires (a
 	// redeclare).
 	OpTouch
+	// OpSettleDiscards settles the discards (at-least-once dead letters,
+	// discards.go) with ids Seqs, or Seq: their dead-letter targets
+	// confirmed them (EffSettled for each). Ids not among the discards
+	// are passed over (ErrUnknownMessage, having settled the others).
+	OpSettleDiscards
 )
 
 // Cmd is one command. Which fields count depends on Op; the others are
@@ -147,7 +152,11 @@ const (
 
 // Effect is one thing the owner must do after Apply.
 type Effect struct {
-	Kind      EffectKind
+	Kind EffectKind
+	// Held marks an EffDeadLetter the queue keeps among its discards
+	// (Config.AtLeastOnce): the owner republishes it and settles it with
+	// OpSettleDiscards, and keeps its stored copy until then.
+	Held      bool
 	Consumer  ConsumerID
 	Publisher PublisherID
 	PubSeq    uint64
@@ -161,7 +170,39 @@ type Effect struct {
 // ErrExclusiveConsumer (attach), ErrUnknownConsumer (detach),
 // ErrUnknownMessage (settle, return, discard). Refusals are deterministic
 // too: every replica refuses the same command.
+//
+// In a queue configured to dead-letter at least once
+// (Config.AtLeastOnce), the dead letters the command reports are kept
+// among the discards and marked Held (discards.go).
 func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
+	if !q.cfg.AtLeastOnce() && len(q.discards.list) == 0 {
+		return q.apply(cmd, out)
+	}
+	switch cmd.Op {
+	case OpSettleDiscards:
+		seqs := cmd.Seqs
+		if seqs == nil {
+			seqs = []uint64{cmd.Seq}
+		}
+		out, all := q.settleDiscards(seqs, out)
+		if !all {
+			return out, ErrUnknownMessage
+		}
+		return out, nil
+	case OpSetConfig:
+		if !cmd.Config.AtLeastOnce() {
+			out = q.releaseDiscards(out)
+		}
+	}
+	n := len(out)
+	out, err := q.apply(cmd, out)
+	if q.cfg.AtLeastOnce() {
+		q.holdDiscards(out[n:])
+	}
+	return out, err
+}
+
+func (q *Queue) apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 	switch cmd.Op {
 	case OpEnqueue:
 		if q.dedup != nil {
@@ -238,6 +279,8 @@ func (q *Queue) Apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 	case OpTouch:
 		q.touch(cmd.Now)
 		return out, nil
+	case OpSettleDiscards:
+		return out, ErrUnknownMessage // no discards
 	}
 	return out, ErrUnknownCommand
 }

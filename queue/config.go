@@ -66,6 +66,10 @@ type Config struct {
 	// Both are fixed when the queue is made.
 	DedupSize int
 	DedupTTL  int64
+	// DeadLetterAtLeastOnce is x-dead-letter-strategy at-least-once: with
+	// DeadLetter and Overflow RejectPublish (AtLeastOnce) the queue keeps
+	// its dead letters until the owner settles them (discards.go).
+	DeadLetterAtLeastOnce bool
 }
 
 // DefaultConfig is the configuration of New: no limits of any kind.

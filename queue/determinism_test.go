@@ -85,6 +85,21 @@ func (w *workload) next() Cmd {
 	r := w.rng
 	w.now += int64(r.IntN(25))
 	cmd := Cmd{Now: w.now}
+	if d := w.q.discards.list; len(d) > 0 && r.IntN(6) == 0 {
+		// The dead-letter targets confirmed some discards (in any
+		// order), now and then with one settled already.
+		cmd.Op = OpSettleDiscards
+		cmd.Seq = d[r.IntN(len(d))].Entry.Seq
+		if r.IntN(2) == 0 {
+			for range 1 + r.IntN(min(len(d), 8)) {
+				cmd.Seqs = append(cmd.Seqs, d[r.IntN(len(d))].Entry.Seq)
+			}
+			if r.IntN(8) == 0 {
+				cmd.Seqs = append(cmd.Seqs, 1<<40)
+			}
+		}
+		return cmd
+	}
 	switch k := r.IntN(100); {
 	case k < 35:
 		cmd.Op = OpEnqueue
@@ -204,6 +219,14 @@ func (w *workload) next() Cmd {
 		if r.IntN(5) == 0 {
 			c.Expires = int64(1 + r.IntN(2000))
 		}
+		if w.q.cfg.DeadLetterAtLeastOnce || len(w.q.discards.list) > 0 {
+			// An at-least-once queue stays one, mostly: now and then
+			// a policy lets its discards go.
+			c.DeadLetterAtLeastOnce = r.IntN(20) != 0
+			if r.IntN(20) != 0 {
+				c.DeadLetter, c.Overflow = true, RejectPublish
+			}
+		}
 		cmd.Config = c
 	case k < 98:
 		cmd.Op = OpPurge
@@ -224,7 +247,7 @@ func (w *workload) next() Cmd {
 // from a snapshot has its own copies).
 func encodeEffects(b []byte, effs []Effect) []byte {
 	for _, f := range effs {
-		b = append(b, byte(f.Kind))
+		b = append(b, byte(f.Kind), boolByte(f.Held))
 		b = binary.AppendUvarint(b, uint64(f.Consumer))
 		b = binary.AppendUvarint(b, uint64(f.Publisher))
 		b = binary.AppendUvarint(b, f.PubSeq)
@@ -260,15 +283,21 @@ func TestDeterministicReplay(t *testing.T) {
 	groups.GroupHeader = "JMSXGroupID"
 	dedup := DefaultConfig()
 	dedup.DedupSize, dedup.DedupTTL = 25, 200
-	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac, "groups": groups, "dedup": dedup}
+	alo := DefaultConfig()
+	alo.DeadLetter, alo.Overflow, alo.DeadLetterAtLeastOnce, alo.MaxLength = true, RejectPublish, true, 60
+	configs := map[string]Config{"classic": DefaultConfig(), "priority": prio, "single-active": sac, "groups": groups, "dedup": dedup,
+		"at-least-once": alo}
 	commands, seeds := replayCommands()
-	for _, name := range []string{"classic", "priority", "single-active", "groups", "dedup"} {
+	for _, name := range []string{"classic", "priority", "single-active", "groups", "dedup", "at-least-once"} {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				cfg := configs[name]
 				w := newWorkload(seed, cfg)
 				w.run(commands)
 				checkWorkload(t, w)
+				if cfg.DeadLetterAtLeastOnce {
+					checkDiscards(t, w)
+				}
 
 				fresh := NewWithConfig(cfg)
 				for i := range w.log {
@@ -337,6 +366,31 @@ func checkWorkload(t *testing.T, w *workload) {
 	}
 	if enqueued < 200 {
 		t.Errorf("%d messages reported enqueued: workload too tame", enqueued)
+	}
+}
+
+// checkDiscards makes sure an at-least-once workload kept dead letters
+// (Held), settled them, and let some go when a policy changed.
+func checkDiscards(t *testing.T, w *workload) {
+	t.Helper()
+	var held, released, settled int
+	for i, effs := range w.effects {
+		for _, b := range bytes.Split(effs, []byte{'|'}) {
+			if len(b) < 2 {
+				continue
+			}
+			switch {
+			case EffectKind(b[0]) == EffDeadLetter && b[1] == 1:
+				held++
+			case EffectKind(b[0]) == EffDeadLetter && w.log[i].Op == OpSetConfig:
+				released++
+			case EffectKind(b[0]) == EffSettled && w.log[i].Op == OpSettleDiscards:
+				settled++
+			}
+		}
+	}
+	if held < 40 || released == 0 || settled < 30 {
+		t.Errorf("held %d, released %d, settled %d discards: workload too tame", held, released, settled)
 	}
 }
 

@@ -19,7 +19,8 @@
 // OpSettle, OpReturn and OpDiscard (by message id, the entry's Seq, or
 // several ids in Cmd.Seqs: an ack with multiple=true is one command),
 // OpPurge (all, or the first Cmd.Max in queue order), OpTick (expiry at
-// Cmd.Now), OpSetConfig, OpForget (a publisher's sequence), OpTouch. Apply(cmd, out) applies one and appends
+// Cmd.Now), OpSetConfig, OpForget (a publisher's sequence), OpTouch,
+// OpSettleDiscards (discards.go). Apply(cmd, out) applies one and appends
 // its effects to out, a slice the caller owns; the time is in the command,
 // so that a log of commands replays to the same state and effects on any
 // node (determinism_test.go checks it). The owner carries out each effect:
@@ -31,7 +32,12 @@
 //   - EffDeadLetter: Entry left unacknowledged for Reason (expired, maxlen,
 //     rejected, delivery_limit): delete its durable record and, when the
 //     queue has a dead-letter exchange, republish it there (AddDeath,
-//     DeathCycle).
+//     DeathCycle). In a queue that dead-letters at least once
+//     (Config.AtLeastOnce: x-dead-letter-strategy at-least-once with
+//     reject-publish) the effect is Held: the queue keeps the dead letter
+//     among its discards (replicated state, counted against the length
+//     limits) until the owner, its targets having confirmed it, applies
+//     OpSettleDiscards (discards.go).
 //   - EffSettled: Entry was acknowledged or purged: delete its durable
 //     record or spilled copy.
 //   - EffConfirm / EffReject: answer publish PubSeq of Publisher with

@@ -59,7 +59,10 @@ func (q *Queue) PublishAt(m *Message, now int64, perMessageTTL int64) (seq uint6
 
 // over reports whether n more ready messages of size more bytes would
 // exceed a length limit.
+// The discards (at-least-once dead letters not yet confirmed) count too.
 func (q *Queue) over(n int, size int64) bool {
+	n += len(q.discards.list)
+	size += q.discards.bytes
 	return (q.cfg.MaxLength >= 0 && int64(q.Ready()+n) > q.cfg.MaxLength) ||
 		(q.cfg.MaxLengthBytes >= 0 && q.readyLen+size > q.cfg.MaxLengthBytes)
 }

@@ -158,7 +158,10 @@ func (q *Queue) Wanted(refs []PageRef, window, max int, maxBytes int64) []PageRe
 // purged meanwhile).
 func (q *Queue) PageIn(seq uint64, m *Message) bool {
 	s := q.find(seq, q.priority(m))
-	if s == nil || s.msg != nil {
+	if s == nil {
+		return q.pageInDiscard(seq, m)
+	}
+	if s.msg != nil {
 		return false
 	}
 	s.msg = m

@@ -59,6 +59,9 @@ type Queue struct {
 	// Config.DedupSize (msgdedup.go), nil otherwise.
 	dedup *Dedup
 	holes int
+	// discards are the dead letters kept until their targets confirm
+	// them (Config.AtLeastOnce; discards.go).
+	discards discardSet
 	// deliverPaged, set by the owner (not state), makes dispatch and Get
 	// hand out paged-out messages (Entry.Msg nil) instead of stopping at
 	// them (SetDeliverPaged).

@@ -11,7 +11,8 @@ import (
 // a paged-out message is recorded without one, as its index), requeued
 // messages, unacknowledged deliveries with their consumers, consumers in
 // registration order with the round-robin positions, the publishers'
-// sequences, the sequence counter and the expiry bookkeeping. It is
+// sequences, the sequence counter, the expiry bookkeeping and the
+// discards (at-least-once dead letters, discards.go). It is
 // written in a fixed order (unacknowledged deliveries by id, publishers
 // by id), so two queues in the same state give the same bytes. Consumer
 // gates are this node's and are not recorded. Consumers must have
@@ -23,8 +24,9 @@ var ErrBadSnapshot = errors.New("queue: bad snapshot")
 
 // snapshotVersion 2 added Config.GroupHeader and the message groups,
 // version 3 the deduplication cache (Config.DedupSize, DedupTTL and its
-// keys); older snapshots are still read.
-const snapshotVersion = 3
+// keys), version 4 Config.DeadLetterAtLeastOnce and the discards
+// (discards.go); older snapshots are still read.
+const snapshotVersion = 4
 
 // AppendSnapshot appends the queue's state to b.
 func (q *Queue) AppendSnapshot(b []byte) []byte {
@@ -39,6 +41,7 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 	b = appendString(b, c.GroupHeader)
 	b = binary.AppendUvarint(b, uint64(c.DedupSize))
 	b = binary.AppendVarint(b, c.DedupTTL)
+	b = append(b, boolByte(c.DeadLetterAtLeastOnce))
 	b = binary.AppendUvarint(b, q.nextSeq)
 	b = binary.AppendUvarint(b, uint64(q.cursor))
 	b = binary.AppendVarint(b, q.lastUsed)
@@ -105,7 +108,7 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 	if q.dedup != nil {
 		b = q.dedup.appendSnapshot(b)
 	}
-	return b
+	return q.appendDiscards(b)
 }
 
 // Snapshot returns the queue's state as bytes (AppendSnapshot).
@@ -134,6 +137,9 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 	}
 	if version >= 3 {
 		cfg.DedupSize, cfg.DedupTTL = int(r.uvarint()), r.varint()
+	}
+	if version >= 4 {
+		cfg.DeadLetterAtLeastOnce = r.bool()
 	}
 	n := NewWithConfig(cfg)
 	n.nextSeq = r.uvarint()
@@ -208,6 +214,9 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 	}
 	if n.dedup != nil && r.err == nil {
 		n.dedup.restore(r)
+	}
+	if version >= 4 && r.err == nil {
+		n.restoreDiscards(r)
 	}
 	if r.err != nil {
 		return r.err

@@ -72,8 +72,6 @@ var notServed = map[string]string{
 	"queues.memory":                       "per-queue memory is not measured",
 	"queues.consumer_capacity":            "not measured",
 	"queues.consumer_utilisation":         "not measured",
-	"queues.message_bytes_dlx":            "at-least-once dead lettering of quorum queues",
-	"queues.messages_dlx":                 "at-least-once dead lettering of quorum queues",
 	"queues.message_bytes_persistent":     "not tracked",
 	"queues.messages_persistent":          "not tracked",
 	"queues.message_bytes_unacknowledged": "not tracked",

@@ -202,6 +202,10 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["messages_unacknowledged_ram"] = q.Unacked
 	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
 	it["consumers"] = q.Consumers
+	if q.Type == "quorum" {
+		it["messages_dlx"] = q.DeadLettered
+		it["message_bytes_dlx"] = q.DeadLetteredBytes
+	}
 	if q.Dedup {
 		// As the message-deduplication plugin reports a queue's cache.
 		it["deduplication_cache_size"] = q.DedupCached
