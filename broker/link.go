@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"net"
 	"slices"
 	"sync"
@@ -230,6 +231,8 @@ type linkReply struct {
 	redel bool
 	msg   *queue.Message
 	err   error
+	// data is the payload of an lkStreamData reply after its request id.
+	data []byte
 }
 
 // awaitFirst waits, if need be, for the link's first dial to end, so that
@@ -399,6 +402,18 @@ func (p *linkPeer) read(conn net.Conn) error {
 			p.mu.Unlock()
 			if wt != nil {
 				p.finish(wt, rep)
+			}
+		case lkStreamData:
+			id := d.u()
+			if d.err != nil {
+				return d.err
+			}
+			p.mu.Lock()
+			wt := p.waiters[id]
+			delete(p.waiters, id)
+			p.mu.Unlock()
+			if wt != nil {
+				p.finish(wt, linkReply{data: bytes.Clone(d.b)})
 			}
 		case lkDeliver:
 			h, seq, redel := d.u(), d.u(), d.flag()

@@ -1,0 +1,104 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// groupSnapshotAbove reports whether one of n's data groups has a
+// snapshot on disk taken at an index above min.
+func groupSnapshotAbove(n *wnode, min uint64) bool {
+	groups, err := os.ReadDir(filepath.Join(n.dir, "raft", "groups"))
+	if err != nil {
+		return false
+	}
+	for _, g := range groups {
+		snaps, err := os.ReadDir(filepath.Join(n.dir, "raft", "groups", g.Name(), "snapshots"))
+		if err != nil {
+			continue
+		}
+		for _, s := range snaps {
+			var term, index uint64
+			if _, err := fmt.Sscanf(s.Name(), "%d-%d-", &term, &index); err == nil && index > min {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestClusterStreamSnapshotCatchUp: a replica that was down while the
+// group's log moved past its snapshot threshold is sent a snapshot when it
+// comes back; it fetches the chunks below the snapshot it never had from
+// another member, so the whole stream is read through it, offsets and
+// messages identical to the other replicas', and stays so when the other
+// two nodes are gone.
+func TestClusterStreamSnapshotCatchUp(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3",
+		"--cluster-snapshot-threshold", "64", "--cluster-trailing-logs", "16")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	declareStream(t, nodes[0], "sc")
+	waitSameDefinitions(t, nodes...)
+	leader := ""
+	waitFor(t, "the stream's group leader", func() bool {
+		leader = queueLeader(nodes, nil, "sc")
+		return leader != ""
+	})
+	var away, pubNode *wnode
+	for _, n := range nodes {
+		switch {
+		case n.name == leader:
+			pubNode = n
+		case away == nil:
+			away = n
+		}
+	}
+	_, ch := dial(t, pubNode)
+	linkPublish(t, ch, "before", "", "sc", 100, false)
+	away.kill()
+	// Many rounds, each at least one group entry: the log passes the
+	// snapshot threshold a few times while away is down.
+	const rounds, per = 60, 20
+	for r := range rounds {
+		if acked := linkPublish(t, ch, fmt.Sprint("r", r), "", "sc", per, false); len(acked) != per {
+			t.Fatalf("round %d: %d of %d confirmed", r, len(acked), per)
+		}
+	}
+	waitFor(t, "a group snapshot past the away node's log", func() bool { return groupSnapshotAbove(pubNode, 100) })
+	total := 100 + rounds*per
+	away.start()
+	waitForMembers(t, 3, nodes...)
+	waitFor(t, "the away node has its replica back", func() bool {
+		var q struct {
+			Stream *struct {
+				Committed int64 `json:"committed_offset"`
+				Stored    int64 `json:"stored_offset"`
+			} `json:"stream"`
+		}
+		_, err := away.api("GET", "/api/queues/%2F/sc", nil, &q)
+		return err == nil && q.Stream != nil && q.Stream.Committed == int64(total) && q.Stream.Stored == int64(total)
+	})
+	want := readStream(t, pubNode, "sc", "", "first", total)
+	check := func(what string, got []sfRead) {
+		t.Helper()
+		for i := range got {
+			if got[i].off != int64(i) || got[i].pub != want[i].pub || got[i].seq != want[i].seq {
+				t.Fatalf("%s: position %d: offset %d %s/%d, want offset %d %s/%d", what, i,
+					got[i].off, got[i].pub, got[i].seq, i, want[i].pub, want[i].seq)
+			}
+		}
+	}
+	check("through the away node", readStream(t, away, "sc", "", "first", total))
+	t.Logf("%s fetched chunks from the group %d times", away.name, strings.Count(away.logs.String(), "fetching replicated stream chunks"))
+	// Only the away node is left: its replica alone serves the stream.
+	for _, n := range nodes {
+		if n != away {
+			n.kill()
+		}
+	}
+	check("through the away node alone", readStream(t, away, "sc", "", "first", total))
+}
