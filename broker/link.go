@@ -530,6 +530,11 @@ func (ch *channel) forwardLocked(qe *queueEntity, msg *queue.Message, confirmSeq
 // call sends a request built by fill and waits for its reply. No lock
 // held.
 func (p *linkPeer) call(t byte, wt *linkWaiter, fill func(b []byte, id uint64) []byte) linkReply {
+	return p.callWithin(t, wt, linkCallTimeout, fill)
+}
+
+// callWithin is call giving up after timeout.
+func (p *linkPeer) callWithin(t byte, wt *linkWaiter, timeout time.Duration, fill func(b []byte, id uint64) []byte) linkReply {
 	wt.reply = make(chan linkReply, 1)
 	p.mu.Lock()
 	w := p.w
@@ -549,7 +554,7 @@ func (p *linkPeer) call(t byte, wt *linkWaiter, fill func(b []byte, id uint64) [
 		w.buf = fill(w.buf, id)
 		w.end(start)
 	}
-	timer := time.NewTimer(linkCallTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case r := <-wt.reply:

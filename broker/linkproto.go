@@ -60,8 +60,10 @@ const (
 	// lkStreamData.
 	lkStreamRead byte = 'F'
 	// lkStreamData: req, code (0 = ok, else an AMQP reply code), end (the
-	// offset after the last chunk read), count, then per message: offset,
-	// exchange, routing key, header, body, filter value.
+	// offset after the last chunk read), the answering replica's committed
+	// and stored offsets, count, then per message: offset, exchange,
+	// routing key, header, body, filter value. A read with limit 0 asks
+	// for the offsets only (/api/queues).
 	lkStreamData byte = 'H'
 )
 

@@ -175,7 +175,10 @@ func (h *streamHost) fetchChunks(st *store.Store, gs *groupStream, missing []que
 // and returns how many of missing it covered.
 func (h *streamHost) writeFetched(st *store.Store, gs *groupStream, missing []queue.ChunkInfo, data []byte) (int, error) {
 	d := linkDecoder{b: data}
-	code, end, count := d.u(), d.u(), d.u()
+	code, end := d.u(), d.u()
+	d.u() // committed, stored: for the status
+	d.u()
+	count := d.u()
 	if d.err != nil || count > uint64(len(d.b)) {
 		return 0, errLinkFrame
 	}
@@ -250,18 +253,19 @@ func (s *linkServer) streamRead(id, group uint64, k GroupQueueKey, from, limit u
 	m := r.machines[group]
 	r.mu.Unlock()
 	var gs *groupStream
-	var stored uint64
+	var stored, committed uint64
 	if m != nil {
 		m.mu.Lock()
 		if gs = m.streams[k]; gs != nil {
-			stored = gs.stored
+			stored, committed = gs.stored, gs.s.CommittedOffset()
 		}
 		m.mu.Unlock()
 	}
 	st := b.cfg.Store
 	if gs == nil || st == nil {
 		s.frame(lkStreamData, func(buf []byte) []byte {
-			return appendU(appendU(appendU(appendU(appendU(buf, id), amqp.NotFound), from), 0), 0)
+			buf = appendU(appendU(appendU(buf, id), amqp.NotFound), from)
+			return appendU(appendU(appendU(buf, 0), 0), 0)
 		})
 		return
 	}
@@ -285,6 +289,7 @@ func (s *linkServer) streamRead(id, group uint64, k GroupQueueKey, from, limit u
 	}
 	s.frame(lkStreamData, func(buf []byte) []byte {
 		buf = appendU(appendU(appendU(buf, id), 0), end)
+		buf = appendU(appendU(buf, committed), stored)
 		return append(appendU(buf, count), body...)
 	})
 }

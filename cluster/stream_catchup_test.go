@@ -30,7 +30,32 @@ func groupSnapshotAbove(n *wnode, min uint64) bool {
 	return false
 }
 
-// TestClusterStreamSnapshotCatchUp: a replica that was down while the
+// streamReplicas is a stream's replicas as n's /api/queues reports them.
+type streamReplica struct {
+	Node      string `json:"node"`
+	Online    bool   `json:"online"`
+	Committed int64  `json:"committed_offset"`
+	Stored    int64  `json:"stored_offset"`
+	Lag       int64  `json:"lag"`
+}
+
+func streamReplicas(n *wnode, queue string) ([]streamReplica, error) {
+	var q struct {
+		Stream *struct {
+			Replicas []streamReplica `json:"replicas"`
+		} `json:"stream"`
+	}
+	if _, err := n.api("GET", "/api/queues/%2F/"+queue, nil, &q); err != nil {
+		return nil, err
+	}
+	if q.Stream == nil {
+		return nil, fmt.Errorf("no stream record from %s", n.name)
+	}
+	return q.Stream.Replicas, nil
+}
+
+// TestClusterStreamSnapshotCatchUp: the API lists each member's replica
+// with its offsets and lag (the stopped one not answering); a replica that was down while the
 // group's log moved past its snapshot threshold is sent a snapshot when it
 // comes back; it fetches the chunks below the snapshot it never had from
 // another member, so the whole stream is read through it, offsets and
@@ -70,6 +95,20 @@ func TestClusterStreamSnapshotCatchUp(t *testing.T) {
 	}
 	waitFor(t, "a group snapshot past the away node's log", func() bool { return groupSnapshotAbove(pubNode, 100) })
 	total := 100 + rounds*per
+	// The API shows each member's replica: the away one not answering,
+	// the others at the end.
+	reps, err := streamReplicas(pubNode, "sc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 3 {
+		t.Fatalf("replicas %+v, want 3", reps)
+	}
+	for _, r := range reps {
+		if r.Node == away.name && r.Online || r.Node != away.name && (!r.Online || r.Committed != int64(total) || r.Lag != 0) {
+			t.Fatalf("replicas with %s down: %+v", away.name, reps)
+		}
+	}
 	away.start()
 	waitForMembers(t, 3, nodes...)
 	waitFor(t, "the away node has its replica back", func() bool {
@@ -81,6 +120,20 @@ func TestClusterStreamSnapshotCatchUp(t *testing.T) {
 		}
 		_, err := away.api("GET", "/api/queues/%2F/sc", nil, &q)
 		return err == nil && q.Stream != nil && q.Stream.Committed == int64(total) && q.Stream.Stored == int64(total)
+	})
+	waitFor(t, "every replica at the end through every node", func() bool {
+		for _, n := range nodes {
+			reps, err := streamReplicas(n, "sc")
+			if err != nil || len(reps) != 3 {
+				return false
+			}
+			for _, r := range reps {
+				if !r.Online || r.Committed != int64(total) || r.Stored != int64(total) || r.Lag != 0 {
+					return false
+				}
+			}
+		}
+		return true
 	})
 	want := readStream(t, pubNode, "sc", "", "first", total)
 	check := func(what string, got []sfRead) {
