@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
 // groupSnapshotAbove reports whether one of n's data groups has a
@@ -154,4 +156,44 @@ func TestClusterStreamSnapshotCatchUp(t *testing.T) {
 		}
 	}
 	check("through the away node alone", readStream(t, away, "sc", "", "first", total))
+}
+
+// TestClusterStreamInitialClusterSize: x-initial-cluster-size 1 makes a
+// stream of one replica on the declaring node (no data group), any other
+// size (and none) a stream replicated on its group's three members.
+func TestClusterStreamInitialClusterSize(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	_, ch := dial(t, nodes[1])
+	for name, size := range map[string]any{"one": int32(1), "two": int32(2), "five": int64(5), "default": nil} {
+		args := amqp091.Table{"x-queue-type": "stream"}
+		if size != nil {
+			args["x-initial-cluster-size"] = size
+		}
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	waitSameDefinitions(t, nodes...)
+	for _, name := range []string{"one", "two", "five", "default"} {
+		var q struct {
+			Node    string   `json:"node"`
+			Members []string `json:"members"`
+		}
+		if _, err := nodes[0].api("GET", "/api/queues/%2F/"+name, nil, &q); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case name == "one" && (len(q.Members) != 0 || q.Node != nodes[1].name):
+			t.Errorf("%s: node %q, members %v; want on %s alone", name, q.Node, q.Members, nodes[1].name)
+		case name != "one" && len(q.Members) != 3:
+			t.Errorf("%s: members %v, want 3", name, q.Members)
+		}
+	}
+	// The one-replica stream takes messages through its node.
+	if acked := linkPublish(t, ch, "p", "", "one", 10, false); len(acked) != 10 {
+		t.Fatalf("%d of 10 confirmed", len(acked))
+	}
+	readStream(t, nodes[1], "one", "", "first", 10)
 }
