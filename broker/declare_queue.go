@@ -84,7 +84,8 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		return nil
 	}
 	node := ""
-	if (quorumArg(m.Arguments) || streamArg(m.Arguments)) && ch.c.b.replicated() && !m.Exclusive {
+	replicate := quorumArg(m.Arguments) || streamArg(m.Arguments) && !nodeLocalStream(m.Arguments)
+	if replicate && ch.c.b.replicated() && !m.Exclusive {
 		if g := ch.c.b.placeQuorum(v, name, m.Arguments); g != 0 {
 			node = groupNode(g)
 		}

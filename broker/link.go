@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"net"
 	"slices"
 	"sync"
@@ -233,6 +234,8 @@ type linkReply struct {
 	redel bool
 	msg   *queue.Message
 	err   error
+	// data is the payload of an lkStreamData reply after its request id.
+	data []byte
 }
 
 // awaitFirst waits, if need be, for the link's first dial to end, so that
@@ -407,6 +410,18 @@ func (p *linkPeer) read(conn net.Conn) error {
 			if wt != nil {
 				p.finish(wt, rep)
 			}
+		case lkStreamData:
+			id := d.u()
+			if d.err != nil {
+				return d.err
+			}
+			p.mu.Lock()
+			wt := p.waiters[id]
+			delete(p.waiters, id)
+			p.mu.Unlock()
+			if wt != nil {
+				p.finish(wt, linkReply{data: bytes.Clone(d.b)})
+			}
 		case lkDeliver:
 			h, seq, redel := d.u(), d.u(), d.flag()
 			msg := decodeLinkMessage(&d)
@@ -522,6 +537,11 @@ func (ch *channel) forwardLocked(qe *queueEntity, msg *queue.Message, confirmSeq
 // call sends a request built by fill and waits for its reply. No lock
 // held.
 func (p *linkPeer) call(t byte, wt *linkWaiter, fill func(b []byte, id uint64) []byte) linkReply {
+	return p.callWithin(t, wt, linkCallTimeout, fill)
+}
+
+// callWithin is call giving up after timeout.
+func (p *linkPeer) callWithin(t byte, wt *linkWaiter, timeout time.Duration, fill func(b []byte, id uint64) []byte) linkReply {
 	wt.reply = make(chan linkReply, 1)
 	p.mu.Lock()
 	w := p.w
@@ -541,7 +561,7 @@ func (p *linkPeer) call(t byte, wt *linkWaiter, fill func(b []byte, id uint64) [
 		w.buf = fill(w.buf, id)
 		w.end(start)
 	}
-	timer := time.NewTimer(linkCallTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case r := <-wt.reply:

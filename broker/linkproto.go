@@ -53,6 +53,18 @@ const (
 	// lkCancelled: handle: the home node ended the consumer (its queue
 	// was deleted).
 	lkCancelled byte = 'K'
+	// lkStreamRead: req, group, vhost, queue, id, from, limit: read the
+	// chunks of replicated stream {vhost, queue, id} of data group group
+	// from the chunk starting at from, below limit, from the
+	// answering member's store (streamcatchup.go). Answered by
+	// lkStreamData.
+	lkStreamRead byte = 'F'
+	// lkStreamData: req, code (0 = ok, else an AMQP reply code), end (the
+	// offset after the last chunk read), the answering replica's committed
+	// and stored offsets, count, then per message: offset, exchange,
+	// routing key, header, body, filter value. A read with limit 0 asks
+	// for the offsets only (/api/queues).
+	lkStreamData byte = 'H'
 )
 
 // Settle operations of lkSettle.

@@ -231,6 +231,14 @@ func (s *linkServer) read() error {
 			}
 			qe.mu.Unlock()
 			s.reply(id, 0, "", a, b)
+		case lkStreamRead:
+			id, group := d.u(), d.u()
+			k := GroupQueueKey{VHost: d.s(), Name: d.s(), ID: d.u()}
+			from, limit := d.u(), d.u()
+			if d.err != nil {
+				return d.err
+			}
+			s.streamRead(id, group, k, from, limit)
 		default:
 			return errLinkFrame
 		}

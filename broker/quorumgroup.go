@@ -612,6 +612,7 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 	g.mu.Lock()
 	old := g.streams
 	g.queues, g.last, g.timed, g.streams, g.dlx = queues, index, timed, streams, dlx
+	g.restoredStreamsLocked()
 	g.adoptConsumersLocked(old)
 	g.mu.Unlock()
 	return nil

@@ -208,7 +208,7 @@ func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	r.mu.Lock()
 	r.machines[g] = m
 	r.mu.Unlock()
-	m.host = newStreamHost(b, m)
+	m.host = newStreamHost(b, m, g)
 	// With a store, the group's bodies runner writes the deliveries
 	// (groupBodies.after, in order with paged-out bodies' reads).
 	viaBodies := m.bodies != nil

@@ -57,6 +57,20 @@ func parseStreamArgs(name, vhost string, args amqp.Table) (queueSettings, error)
 		s.stream.maxBytes = n
 		s.cfg.MaxLengthBytes = n
 	}
+	if v, ok := args["x-initial-cluster-size"]; ok {
+		// rabbit_amqqueue:check_initial_cluster_size_arg.
+		n, why := intArgValue(v)
+		switch {
+		case why != "":
+		case n < 0:
+			why = fmt.Sprintf("{value_negative,%d}", n)
+		case n == 0:
+			why = "{value_zero,0}"
+		}
+		if why != "" {
+			return queueSettings{}, invalidArg("x-initial-cluster-size", name, vhost, why)
+		}
+	}
 	if v, ok := args["x-max-age"]; ok {
 		str, isStr := v.(string)
 		if !isStr {
@@ -292,4 +306,18 @@ func (b *Broker) checkStreamDeclare(name, vhost string, durable bool, m *amqp.Qu
 			"%s queue '%s' in vhost '%s' needs a data directory", kind, name, vhost)
 	}
 	return nil
+}
+
+// nodeLocalStream reports whether declare arguments ask for a stream of
+// one replica (x-initial-cluster-size 1). In a cluster with data groups
+// such a stream is not replicated: it lives on the node placeQueue
+// chooses (the declaring one, or spread with x-queue-leader-locator
+// balanced), as a stream does on a single node. Any other size is
+// replicated in a data group: its members (three, or the cluster's nodes
+// when fewer) are its replicas, a size of 2 included, since a group of
+// two survives no loss. RabbitMQ's default is the cluster's size, capped
+// here by the group's.
+func nodeLocalStream(args amqp.Table) bool {
+	n, ok := argInt(args["x-initial-cluster-size"])
+	return ok && n == 1
 }

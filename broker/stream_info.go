@@ -20,6 +20,20 @@ type StreamInfo struct {
 	// StoredOffset, for a replicated stream, is the end of what this
 	// node's replica has written to its store.
 	StoredOffset uint64
+	// Replicas, for a replicated stream, are its members' replicas
+	// (WithStreamReplicas), in member order.
+	Replicas []StreamReplicaInfo
+}
+
+// StreamReplicaInfo is one member's replica of a replicated stream: its
+// committed offset (chunks applied), stored offset (chunks in its store)
+// and lag (committed messages it lacks: the highest committed offset of
+// the replicas that answered minus its own). Online is false for a member
+// that did not answer.
+type StreamReplicaInfo struct {
+	Node                   string
+	Online                 bool
+	Committed, Stored, Lag uint64
 }
 
 // StreamOffsetInfo is a named consumer's acknowledged offset and its lag:

@@ -113,6 +113,10 @@ func TestStreamDeclareRules(t *testing.T) {
 			"Exceeded max value for x-stream-max-segment-size-bytes"},
 		{"mlb", true, false, false, amqp091.Table{"x-max-length-bytes": int32(-1)},
 			"invalid arg 'x-max-length-bytes' for queue 'mlb' in vhost '/': {value_negative,-1}"},
+		{"ics0", true, false, false, amqp091.Table{"x-initial-cluster-size": int32(0)},
+			"invalid arg 'x-initial-cluster-size' for queue 'ics0' in vhost '/': {value_zero,0}"},
+		{"ics-", true, false, false, amqp091.Table{"x-initial-cluster-size": int64(-2)},
+			"invalid arg 'x-initial-cluster-size' for queue 'ics-' in vhost '/': {value_negative,-2}"},
 	} {
 		ch := open(t, c)
 		args := amqp091.Table{"x-queue-type": "stream"}

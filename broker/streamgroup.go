@@ -39,9 +39,9 @@ import (
 // The snapshot of a group holds, after its queues, its streams: count,
 // then per stream (sorted by key) its key, queue.Stream's snapshot and the
 // publishers' last sequences. Chunk data is not in it: a replica restored
-// from a snapshot reads the chunks from before it from its own store, so a
-// member that never had them (a new member installing a snapshot) lacks
-// them (see docs/streams.md).
+// from a snapshot reads the chunks from before it from its own store, and
+// fetches those its store lacks (a member that was far behind and was sent
+// the leader's snapshot) from another member first (streamcatchup.go).
 
 // Group command kinds of streams, and stream command ops.
 const (
@@ -287,8 +287,8 @@ func restoreStreams(b []byte) (map[GroupQueueKey]*groupStream, error) {
 		if d.err != nil {
 			return nil, fmt.Errorf("%w: snapshot of stream %s", ErrGroupCommand, k)
 		}
-		// The chunks before the snapshot are in this node's store.
-		gs.stored = gs.s.CommittedOffset()
+		// Which chunks before the snapshot this node's store has is
+		// found out by the catch-up (restoredStreamsLocked).
 		out[k] = gs
 	}
 	if len(d.b) != 0 {

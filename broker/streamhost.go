@@ -19,8 +19,9 @@ import (
 // under the group's lock. Consumers behind the in-memory tail are fed by
 // a reader goroutine per read, from the store, never past stored.
 type streamHost struct {
-	b *Broker
-	m *QueueGroup
+	b     *Broker
+	m     *QueueGroup
+	group uint64
 
 	// mu guards the fields below (a leaf lock).
 	mu      sync.Mutex
@@ -35,7 +36,10 @@ type streamJob struct {
 	msgs   []store.StreamMessage
 	firsts []uint64 // remove these chunks
 	drop   bool     // delete the stream's data
-	cancel []*consumer
+	// catchUp, when set, is the end of the chunks to make sure the store
+	// has (streamcatchup.go).
+	catchUp uint64
+	cancel  []*consumer
 }
 
 type streamWritten struct {
@@ -44,8 +48,8 @@ type streamWritten struct {
 	err error
 }
 
-func newStreamHost(b *Broker, m *QueueGroup) *streamHost {
-	return &streamHost{b: b, m: m}
+func newStreamHost(b *Broker, m *QueueGroup, group uint64) *streamHost {
+	return &streamHost{b: b, m: m, group: group}
 }
 
 // queue adds j and makes sure the goroutine runs. Any lock may be held.
@@ -130,6 +134,8 @@ func (h *streamHost) run() {
 		h.mu.Unlock()
 		for _, j := range jobs {
 			switch {
+			case j.catchUp != 0:
+				h.catchUp(j.gs, j.catchUp)
 			case j.drop:
 				for _, cons := range j.cancel {
 					cons.ch.serverCancel(cons)

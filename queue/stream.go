@@ -710,6 +710,17 @@ func (s *Stream) chunkAtIndex(off uint64) int {
 	return -1
 }
 
+// ChunkInfos returns a copy of the index entries of the chunks holding
+// offsets in [from, to), in order.
+func (s *Stream) ChunkInfos(from, to uint64) []ChunkInfo {
+	i := sort.Search(len(s.chunks), func(i int) bool { return s.chunks[i].End() > from })
+	var out []ChunkInfo
+	for ; i < len(s.chunks) && s.chunks[i].First < to; i++ {
+		out = append(out, s.chunks[i])
+	}
+	return out
+}
+
 // ChunkFor is the first offset of the chunk holding off (off itself when
 // no chunk does).
 func (s *Stream) ChunkFor(off uint64) uint64 {

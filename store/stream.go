@@ -225,6 +225,33 @@ func (s *Store) RemoveStreamChunks(streamID uint64, firsts []uint64) {
 	s.submit(ops, false, false, nil)
 }
 
+// StreamChunkFirsts lists the first offsets of the chunks of streamID
+// whose headers are in the store, in order (keys only: no value is read).
+// A chunk's header is never durable without its data.
+func (s *Store) StreamChunkFirsts(streamID uint64) ([]uint64, error) {
+	s.lifeMu.RLock()
+	defer s.lifeMu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.activity.Add(1)
+	var firsts []uint64
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: streamPrefix(streamID, streamChunkHeader), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if k := it.Item().Key(); len(k) == streamKeyLen {
+				firsts = append(firsts, binary.BigEndian.Uint64(k[10:]))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list stream %d: %w", streamID, err)
+	}
+	return firsts, nil
+}
+
 // StreamIndex is what recovery reads of a stream: its chunk headers in order
 // and its named consumers' offsets.
 type StreamIndex struct {

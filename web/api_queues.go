@@ -34,6 +34,7 @@ func (s *Server) getQueues(w http.ResponseWriter, r *http.Request, p *principal)
 	qs = slices.DeleteFunc(qs, func(q broker.QueueInfo) bool { return !visible(q.VHost) })
 	// A queue homed on another node: its counts are that node's.
 	s.b.WithHomeCounts(qs)
+	s.b.WithStreamReplicas(qs)
 	writeListOf(w, r, qs, func(q broker.QueueInfo) string { return q.Name }, queueSorts,
 		func(q broker.QueueInfo) item { return s.queueJSON(q, rs) })
 }
@@ -68,6 +69,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	one := []broker.QueueInfo{q}
 	s.b.WithHomeCounts(one)
+	s.b.WithStreamReplicas(one)
 	q = one[0]
 	it := s.queueJSON(q, rs)
 	conss := []item{}

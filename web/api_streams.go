@@ -35,6 +35,15 @@ func streamQueueJSON(it item, q broker.QueueInfo) {
 	if len(q.Members) > 0 {
 		// A replicated stream: what this node's replica has written.
 		it["stream"].(item)["stored_offset"] = si.StoredOffset
+		reps := make([]item, 0, len(si.Replicas))
+		for _, r := range si.Replicas {
+			rep := item{"node": r.Node, "online": r.Online}
+			if r.Online {
+				rep["committed_offset"], rep["stored_offset"], rep["lag"] = r.Committed, r.Stored, r.Lag
+			}
+			reps = append(reps, rep)
+		}
+		it["stream"].(item)["replicas"] = reps
 	}
 }
 

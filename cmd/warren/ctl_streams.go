@@ -110,6 +110,13 @@ func streamStatusCommand() *cli.Command {
 					Next      uint64  `json:"next_offset"`
 					Committed uint64  `json:"committed_offset"`
 					Stored    *uint64 `json:"stored_offset"`
+					Replicas  []struct {
+						Node      string `json:"node"`
+						Online    bool   `json:"online"`
+						Committed uint64 `json:"committed_offset"`
+						Stored    uint64 `json:"stored_offset"`
+						Lag       uint64 `json:"lag"`
+					} `json:"replicas"`
 					Consumers []struct {
 						Name   string `json:"name"`
 						Offset uint64 `json:"offset"`
@@ -132,6 +139,13 @@ func streamStatusCommand() *cli.Command {
 			fmt.Fprintf(w, "first_offset\t%d\nnext_offset\t%d\ncommitted_offset\t%d\n", s.First, s.Next, s.Committed)
 			if s.Stored != nil {
 				fmt.Fprintf(w, "stored_offset\t%d\n", *s.Stored)
+			}
+			for _, r := range s.Replicas {
+				if !r.Online {
+					fmt.Fprintf(w, "replica\t%s\tnot answering\n", r.Node)
+					continue
+				}
+				fmt.Fprintf(w, "replica\t%s\tcommitted %d\tstored %d\tlag %d\n", r.Node, r.Committed, r.Stored, r.Lag)
 			}
 			for _, c := range s.Consumers {
 				fmt.Fprintf(w, "consumer\t%s\toffset %d\tlag %d\n", c.Name, c.Offset, c.Lag)
