@@ -24,9 +24,13 @@ import (
 // earliest due time, reads what is due from the store in key order, a
 // batch at a time, routes it through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
-// and deletes it (fireDue: without waiting, reading on after it; what is
-// due within delayedLookahead is read before the scheduler sleeps). Nothing per message stays in memory: bodies are on disk,
-// a batch of at most delayedBatch messages is in RAM while it is routed.
+// and deletes it once the queues it went to have confirmed their copies
+// (fireDue, firer: without waiting, reading on after it; what is due
+// within delayedLookahead is read before the scheduler sleeps). A copy
+// not confirmed keeps the record, routed again a second later or after a
+// restart: at-least-once, duplicates only then. Nothing per message stays
+// in memory: bodies are on disk, a batch of at most delayedBatch messages
+// (and delayedUnsettled awaiting confirms) is in RAM while it is routed.
 //
 // mandatory cannot be answered at publish time: Warren accepts the message
 // (no basic.return); at its due time a message no queue takes goes to the
@@ -115,12 +119,17 @@ func (b *Broker) DelayedLateness() (bounds, counts []int64) {
 // sooner after its publish than its delay, even where the wall clock runs
 // fast or steps; a restart sets it to the wall clock again.
 func (d *delayedState) clock(up bool) int64 {
-	d.epochOnce.Do(func() { d.epoch = time.Now() })
-	ns := d.epoch.UnixNano() + int64(time.Since(d.epoch))
+	ns := d.nanoClock()
 	if up {
 		ns += int64(time.Millisecond) - 1
 	}
 	return ns / int64(time.Millisecond)
+}
+
+// nanoClock is the scheduler's time in unix ns (clock).
+func (d *delayedState) nanoClock() int64 {
+	d.epochOnce.Do(func() { d.epoch = time.Now() })
+	return d.epoch.UnixNano() + int64(time.Since(d.epoch))
 }
 
 // transientDelayedID marks the ids given to transient exchanges.
@@ -357,9 +366,11 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			next -= delayedLookahead / 2
 		}
 		d.lower(next)
-		wait := time.Duration(d.next.Load()-d.clock(false)) * time.Millisecond
-		if d.next.Load() == math.MaxInt64 {
-			wait = time.Hour
+		// To the start of the due millisecond, in ns: a message due at
+		// ms D is due once clock(false) reaches D.
+		wait := time.Hour
+		if next := d.next.Load(); next != math.MaxInt64 {
+			wait = time.Duration(next*int64(time.Millisecond) - d.nanoClock())
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -444,10 +455,12 @@ type firing struct {
 	failed      error        // of a deletion
 }
 
-// collect takes the settled routings of every firer.
+// collect takes the settled routings of every firer. A message not
+// confirmed counts as waiting in its exchange again.
 func (f *firing) collect() {
+	var kept []*store.Delayed
 	for _, fr := range f.firers { // order does not matter: deletions are by key
-		fr.ch.confirms.take(func(_ uint64, ok bool) {
+		fr.ch.confirms.take(func(_ uint64, ok bool) { // confirmTracker.mu held
 			m := fr.waiting[fr.head]
 			fr.waiting[fr.head] = nil
 			fr.head++
@@ -455,13 +468,16 @@ func (f *firing) collect() {
 			if ok {
 				f.settled = append(f.settled, m)
 			} else {
-				f.unconfirmed = true
-				f.b.delayedWaiting(m.Key.Exchange, 1)
+				kept = append(kept, m)
 			}
 		})
 		if fr.head == len(fr.waiting) {
 			fr.waiting, fr.head = fr.waiting[:0], 0
 		}
+	}
+	for _, m := range kept {
+		f.unconfirmed = true
+		f.b.delayedWaiting(m.Key.Exchange, 1)
 	}
 }
 
