@@ -24,7 +24,7 @@ import (
 // earliest due time, reads what is due from the store in key order, a
 // batch at a time, routes it through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
-// and deletes it once the queues it went to have confirmed their copies
+// and deletes it once the queues it went to have their copies safe
 // (fireDue, firer: without waiting, reading on after it; what is due
 // within delayedLookahead is read before the scheduler sleeps). A copy
 // not confirmed keeps the record, routed again a second later or after a
@@ -415,11 +415,14 @@ const delayedBatchBytes = 8 << 20
 // confirm a routed copy: its record stays, to be routed again.
 var errDelayedUnconfirmed = errors.New("broker: a delayed message's target did not confirm it")
 
-// firer is the scheduler's channel on one vhost. Each message it routes
-// is a publish with a confirm on the channel's own tracker (confirm.go):
-// the confirm comes once every queue the message went to has it safe (a
-// durable queue's journal write, a remote node's or a replicated group's
-// confirm), and only then is the message's record deleted.
+// firer is the scheduler's channel on one vhost. A message it routes to
+// a queue on another node, a replicated one or a stream is a publish with
+// a confirm on the channel's own tracker (confirm.go): the confirm comes
+// once every queue the message went to has it safe (a durable queue's
+// journal write, a remote node's or a replicated group's confirm), and
+// only then is the message's record deleted. A message routed only to
+// this node's own (classic) queues needs no confirm: their journal
+// writes are queued to the store's one writer before the deletion.
 type firer struct {
 	ch *channel
 	// waiting is the messages routed and not settled yet, in the order
@@ -633,9 +636,10 @@ func readDelayed(st *store.Store, after *store.DelayedKey, until int64) ([]*stor
 }
 
 // fireDelayed routes one due message through its exchange, if that
-// exchange is still there, as a publish with a confirm on its vhost's
-// firer, which it returns (nil: nothing to confirm, the exchange or its
-// vhost is gone).
+// exchange is still there. When a copy goes to a queue that confirms it
+// on its own (on another node, replicated, a stream) it is a publish
+// with a confirm on its vhost's firer, which it returns; nil means
+// nothing to wait for.
 func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer {
 	d := &b.delayed
 	d.mu.Lock()
@@ -662,13 +666,24 @@ func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer 
 		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Header: m.Header, Body: m.Body,
 		Persistent: mode == 2, Priority: prio,
 	}
-	ch.confirmSeq++
-	seq := ch.confirmSeq
-	ch.confirms.add(seq, 1)
-	defer ch.confirms.done(seq, nil)
 	targets, msg, ok := ch.resolve(r.ex, msg)
 	if !ok {
-		return fr
+		return nil
+	}
+	// Copies in this node's queues need no confirm: their journal writes
+	// are queued to the store's writer before the record's deletion,
+	// which is therefore never durable before them. Those on another
+	// node, in a replicated group or in a stream (written by its own
+	// goroutine) are waited for.
+	seq := uint64(0)
+	for _, qe := range targets {
+		if qe.home != nil || qe.repl != nil || qe.stream != nil {
+			ch.confirmSeq++
+			seq = ch.confirmSeq
+			ch.confirms.add(seq, 1)
+			defer ch.confirms.done(seq, nil)
+			break
+		}
 	}
 	routed, _ := ch.deliverTo(targets, msg, seq)
 	d.noteLate(d.clock(false) - m.Key.Due)
@@ -676,6 +691,9 @@ func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer 
 	ch.targets = targets[:0]
 	if !routed {
 		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
+	}
+	if seq == 0 {
+		return nil
 	}
 	return fr
 }
