@@ -327,6 +327,7 @@ func New(cfg Config) (*Broker, error) {
 	b.users[cfg.DefaultUser] = u
 	b.lastID[store.KindVHost], b.lastID[store.KindUser], b.lastID[store.KindPermission] = 1, 1, 1
 	b.delayed.wake = make(chan struct{}, 1)
+	b.delayed.confirmed = make(chan struct{}, 1)
 	b.defLog = localDefinitionLog{b}
 	if cfg.DefinitionLog != nil {
 		b.defLog = cfg.DefinitionLog(b)

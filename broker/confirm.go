@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/warrenmq/warren/amqp"
@@ -25,6 +26,14 @@ type confirmTracker struct {
 	queued bool
 	// confirmed counts the publishes confirmed (acked or nacked).
 	confirmed uint64
+	// notify, set before the tracker is used and never after, is
+	// signalled (without blocking) after each completion: the delayed
+	// scheduler waits on it for its own routings' confirms (take).
+	notify chan struct{}
+	// settles, set with notify, is an error that counts as success: a
+	// queue's refusal under its overflow policy is that queue's decision
+	// about a message, not a failure to store it.
+	settles error
 }
 
 // add registers publish seq, which waits for waits journal writes.
@@ -60,13 +69,35 @@ func (t *confirmTracker) done(seq uint64, err error) {
 	t.mu.Lock()
 	i := int(seq - t.base)
 	if i >= 0 && i < len(t.pending) && t.pending[i] > 0 {
-		if err != nil {
+		if err != nil && (t.settles == nil || !errors.Is(err, t.settles)) {
 			t.pending[i] = -1
 		} else {
 			t.pending[i]--
 		}
 	}
 	t.mu.Unlock()
+	if t.notify != nil {
+		select {
+		case t.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take drops the settled prefix of publishes, as flush does, without
+// sending anything: it calls fn with each one's sequence number, in
+// order, and whether every write it waited for succeeded. For a channel
+// that confirms to the broker itself (the delayed scheduler's).
+func (t *confirmTracker) take(fn func(seq uint64, ok bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for n < len(t.pending) && t.pending[n] <= 0 {
+		fn(t.base+uint64(n), t.pending[n] == 0)
+		n++
+	}
+	t.base += uint64(n)
+	t.pending = t.pending[:copy(t.pending, t.pending[n:])]
 }
 
 // flush sends the acks and nacks that are due: the settled prefix as one

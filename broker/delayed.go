@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,13 @@ import (
 // earliest due time, reads what is due from the store in key order, a
 // batch at a time, routes it through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
-// and deletes it (fireDue: without waiting, reading on after it; what is
-// due within delayedLookahead is read before the scheduler sleeps). Nothing per message stays in memory: bodies are on disk,
-// a batch of at most delayedBatch messages is in RAM while it is routed.
+// and deletes it once the queues it went to have their copies safe
+// (fireDue, firer: without waiting, reading on after it; what is due
+// within delayedLookahead is read before the scheduler sleeps). A copy
+// not confirmed keeps the record, routed again a second later or after a
+// restart: at-least-once, duplicates only then. Nothing per message stays
+// in memory: bodies are on disk, a batch of at most delayedBatch messages
+// (and delayedUnsettled awaiting confirms) is in RAM while it is routed.
 //
 // mandatory cannot be answered at publish time: Warren accepts the message
 // (no basic.return); at its due time a message no queue takes goes to the
@@ -69,6 +74,9 @@ type delayedState struct {
 	wake chan struct{}
 	// sweep asks the scheduler to delete the messages of deleted exchanges.
 	sweep atomic.Bool
+	// confirmed is signalled when a target confirms a copy the
+	// scheduler routed (firer).
+	confirmed chan struct{}
 	// rounds counts the scheduler's store reads (tests: it must sleep
 	// between due times, not poll).
 	rounds atomic.Int64
@@ -111,12 +119,17 @@ func (b *Broker) DelayedLateness() (bounds, counts []int64) {
 // sooner after its publish than its delay, even where the wall clock runs
 // fast or steps; a restart sets it to the wall clock again.
 func (d *delayedState) clock(up bool) int64 {
-	d.epochOnce.Do(func() { d.epoch = time.Now() })
-	ns := d.epoch.UnixNano() + int64(time.Since(d.epoch))
+	ns := d.nanoClock()
 	if up {
 		ns += int64(time.Millisecond) - 1
 	}
 	return ns / int64(time.Millisecond)
+}
+
+// nanoClock is the scheduler's time in unix ns (clock).
+func (d *delayedState) nanoClock() int64 {
+	d.epochOnce.Do(func() { d.epoch = time.Now() })
+	return d.epoch.UnixNano() + int64(time.Since(d.epoch))
 }
 
 // transientDelayedID marks the ids given to transient exchanges.
@@ -323,7 +336,7 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 	d := &b.delayed
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	chans := make(map[*vhost]*channel)
+	firers := make(map[*vhost]*firer)
 	// ahead is what the last round read ahead (fireDue); a signal (a
 	// message stored with an earlier due time) or a sweep drops it.
 	var ahead []*store.Delayed
@@ -340,7 +353,7 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 		// Completions from here on lower next and wake us.
 		d.next.Store(math.MaxInt64)
 		d.rounds.Add(1)
-		next, read, err := b.fireDue(st, chans, stop, ahead)
+		next, read, err := b.fireDue(st, firers, stop, ahead)
 		ahead = read
 		if err != nil {
 			b.log.Error("routing delayed messages", zap.Error(err))
@@ -353,9 +366,11 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			next -= delayedLookahead / 2
 		}
 		d.lower(next)
-		wait := time.Duration(d.next.Load()-d.clock(false)) * time.Millisecond
-		if d.next.Load() == math.MaxInt64 {
-			wait = time.Hour
+		// To the start of the due millisecond, in ns: a message due at
+		// ms D is due once clock(false) reaches D.
+		wait := time.Hour
+		if next := d.next.Load(); next != math.MaxInt64 {
+			wait = time.Duration(next*int64(time.Millisecond) - d.nanoClock())
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -378,6 +393,15 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 // while it reads and routes the next.
 const delayedInFlight = 32
 
+// delayedUnsettled bounds the messages fireDue has routed whose targets
+// have not all confirmed them yet (their bodies stay in memory until).
+const delayedUnsettled = 2 * delayedBatch
+
+// delayedStopGrace is how long the scheduler, stopping, still waits for
+// the confirms of what it routed: a record whose copies are not
+// confirmed stays, and is routed again after the restart.
+const delayedStopGrace = 2 * time.Second
+
 // delayedLookahead: before it sleeps, the scheduler reads the messages due
 // within this many ms (one batch at most), so that at their time it
 // routes them from memory: a store read waits for the group commit in
@@ -387,55 +411,166 @@ const delayedLookahead = 200
 // delayedBatchBytes bounds the bodies of a batch (and of the look-ahead).
 const delayedBatchBytes = 8 << 20
 
+// errDelayedUnconfirmed is returned by fireDue when a target did not
+// confirm a routed copy: its record stays, to be routed again.
+var errDelayedUnconfirmed = errors.New("broker: a delayed message's target did not confirm it")
+
+// firer is the scheduler's channel on one vhost. A message it routes to
+// a queue on another node, a replicated one or a stream is a publish with
+// a confirm on the channel's own tracker (confirm.go): the confirm comes
+// once every queue the message went to has it safe (a durable queue's
+// journal write, a remote node's or a replicated group's confirm), and
+// only then is the message's record deleted. A message routed only to
+// this node's own (classic) queues needs no confirm: their journal
+// writes are queued to the store's one writer before the deletion.
+type firer struct {
+	ch *channel
+	// waiting is the messages routed and not settled yet, in the order
+	// of their confirm sequence numbers, from head.
+	waiting []*store.Delayed
+	head    int
+}
+
+// newFirer makes the scheduler's channel on v, confirming to d.
+func (b *Broker) newFirer(v *vhost) (*firer, error) {
+	ch, err := b.mgmtChannel(v.name, "")
+	if err != nil {
+		return nil, err
+	}
+	ch.confirm = true
+	ch.confirms.notify = b.delayed.confirmed
+	ch.confirms.settles = errRejectPublish
+	return &firer{ch: ch}, nil
+}
+
+// firing is one fireDue's routed messages on their way to deletion.
+type firing struct {
+	b       *Broker
+	st      *store.Store
+	firers  map[*vhost]*firer
+	stop    <-chan struct{}
+	notify  <-chan struct{}
+	settled []*store.Delayed // confirmed: to delete
+	routed  int              // routed, not settled
+	// unconfirmed is set when a target failed to confirm a copy.
+	unconfirmed bool
+	deletes     []chan error // in flight, oldest first
+	failed      error        // of a deletion
+}
+
+// collect takes the settled routings of every firer. A message not
+// confirmed counts as waiting in its exchange again.
+func (f *firing) collect() {
+	var kept []*store.Delayed
+	for _, fr := range f.firers { // order does not matter: deletions are by key
+		fr.ch.confirms.take(func(_ uint64, ok bool) { // confirmTracker.mu held
+			m := fr.waiting[fr.head]
+			fr.waiting[fr.head] = nil
+			fr.head++
+			f.routed--
+			if ok {
+				f.settled = append(f.settled, m)
+			} else {
+				kept = append(kept, m)
+			}
+		})
+		if fr.head == len(fr.waiting) {
+			fr.waiting, fr.head = fr.waiting[:0], 0
+		}
+	}
+	for _, m := range kept {
+		f.unconfirmed = true
+		f.b.delayedWaiting(m.Key.Exchange, 1)
+	}
+}
+
+// settle waits until at most limit routed messages are unconfirmed (once
+// stop is closed, for delayedStopGrace at most), then deletes the
+// settled ones' records, leaving at most keep deletions in flight.
+func (f *firing) settle(limit, keep int) {
+	var grace <-chan time.Time
+	stop := f.stop
+	for f.collect(); f.routed > limit; f.collect() {
+		select {
+		case <-f.notify:
+		case <-stop:
+			t := time.NewTimer(delayedStopGrace)
+			defer t.Stop()
+			grace, stop = t.C, nil
+		case <-grace:
+			limit = f.routed
+		}
+	}
+	if len(f.settled) > 0 {
+		done := make(chan error, 1)
+		f.st.RemoveDelayedAsync(f.settled, func(err error) { done <- err })
+		f.settled = nil
+		f.deletes = append(f.deletes, done)
+	}
+	for len(f.deletes) > keep {
+		if err := <-f.deletes[0]; err != nil && f.failed == nil {
+			f.failed = err
+		}
+		f.deletes = f.deletes[1:]
+	}
+}
+
+// err is what the firing failed with: a deletion's error, else
+// errDelayedUnconfirmed when a copy was not confirmed.
+func (f *firing) err() error {
+	if f.failed == nil && f.unconfirmed {
+		return errDelayedUnconfirmed
+	}
+	return f.failed
+}
+
 // fireDue routes every delayed message due by now, in due order: first
 // those of ahead (read ahead by the last call, in key order), then what
 // the store has. It returns the due time of the next message
 // (math.MaxInt64 for none) and the messages due within delayedLookahead,
-// read ahead. A batch is deleted without waiting: the next read starts
-// after the last key routed; fireDue waits for every deletion before it
+// read ahead. A message's record is deleted once its routed copies are
+// confirmed (firer), without waiting: the next read starts after the
+// last key routed; fireDue waits for every confirm and deletion before it
 // reads from the first key again (for the look-ahead), so that a message
-// is never read twice.
-func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan struct{}, ahead []*store.Delayed) (int64, []*store.Delayed, error) {
-	var (
-		after   *store.DelayedKey
-		deletes []chan error // in flight, oldest first
-		failed  error
-	)
-	settle := func(keep int) {
-		for len(deletes) > keep {
-			if err := <-deletes[0]; err != nil && failed == nil {
-				failed = err
+// is never read twice. A message a target did not confirm stays, and
+// fireDue returns errDelayedUnconfirmed once it has routed the rest.
+func (b *Broker) fireDue(st *store.Store, firers map[*vhost]*firer, stop <-chan struct{}, ahead []*store.Delayed) (int64, []*store.Delayed, error) {
+	d := &b.delayed
+	f := &firing{b: b, st: st, firers: firers, stop: stop, notify: d.confirmed}
+	var after *store.DelayedKey
+	defer f.settle(0, 0)
+	fire := func(batch []*store.Delayed) {
+		for _, m := range batch {
+			if fr := b.fireDelayed(m, firers); fr != nil {
+				fr.waiting = append(fr.waiting, m)
+				f.routed++
+			} else {
+				f.settled = append(f.settled, m)
 			}
-			deletes = deletes[1:]
 		}
-	}
-	defer settle(0)
-	remove := func(batch []*store.Delayed) {
 		last := batch[len(batch)-1].Key
 		after = &last
-		done := make(chan error, 1)
-		st.RemoveDelayedAsync(batch, func(err error) { done <- err })
-		deletes = append(deletes, done)
-		settle(delayedInFlight)
+		f.settle(delayedUnsettled, delayedInFlight)
 	}
-	d := &b.delayed
 	now := d.clock(false)
 	i := 0
 	for i < len(ahead) && ahead[i].Key.Due <= now {
-		b.fireDelayed(ahead[i], chans)
 		i++
 	}
 	if i > 0 {
-		remove(ahead[:i])
+		fire(ahead[:i])
 	}
 	if i < len(ahead) || (i > 0 && len(ahead) < delayedBatch) {
 		// The rest of the look-ahead is not due yet, or it held all there
 		// was within its window: nothing else is due before it.
-		settle(0)
-		if i < len(ahead) {
-			return ahead[i].Key.Due, ahead[i:], failed
+		f.settle(0, 0)
+		if err := f.err(); err != nil {
+			return 0, nil, err
 		}
-		return b.nextDue(st, failed)
+		if i < len(ahead) {
+			return ahead[i].Key.Due, ahead[i:], nil
+		}
+		return b.nextDue(st, nil)
 	}
 	for {
 		select {
@@ -447,23 +582,20 @@ func (b *Broker) fireDue(st *store.Store, chans map[*vhost]*channel, stop <-chan
 		if err != nil {
 			return 0, nil, err
 		}
-		for _, m := range batch {
-			b.fireDelayed(m, chans)
-		}
 		if len(batch) == 0 {
 			break
 		}
-		remove(batch)
-		if failed != nil {
-			return 0, nil, failed
+		fire(batch)
+		if f.failed != nil {
+			return 0, nil, f.failed
 		}
 		if len(batch) < delayedBatch {
 			break
 		}
 	}
-	settle(0)
-	if failed != nil {
-		return 0, nil, failed
+	f.settle(0, 0)
+	if err := f.err(); err != nil {
+		return 0, nil, err
 	}
 	ahead, err := readDelayed(st, nil, d.clock(false)+delayedLookahead)
 	if err != nil {
@@ -504,27 +636,31 @@ func readDelayed(st *store.Store, after *store.DelayedKey, until int64) ([]*stor
 }
 
 // fireDelayed routes one due message through its exchange, if that
-// exchange is still there.
-func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
+// exchange is still there. When a copy goes to a queue that confirms it
+// on its own (on another node, replicated, a stream) it is a publish
+// with a confirm on its vhost's firer, which it returns; nil means
+// nothing to wait for.
+func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer {
 	d := &b.delayed
 	d.mu.Lock()
 	r, ok := d.byID[m.Key.Exchange]
 	d.mu.Unlock()
 	if !ok || r.ex.plug.delay == nil {
-		return
+		return nil
 	}
 	r.ex.plug.delay.waiting.Add(-1)
 	if b.vhost(r.v.name) != r.v {
-		return
+		return nil
 	}
-	ch := chans[r.v]
-	if ch == nil {
+	fr := firers[r.v]
+	if fr == nil {
 		var err error
-		if ch, err = b.mgmtChannel(r.v.name, ""); err != nil {
-			return
+		if fr, err = b.newFirer(r.v); err != nil {
+			return nil
 		}
-		chans[r.v] = ch
+		firers[r.v] = fr
 	}
+	ch := fr.ch
 	mode, prio := peekModePriority(m.Header)
 	msg := &queue.Message{
 		Exchange: m.Exchange, RoutingKey: m.RoutingKey, Header: m.Header, Body: m.Body,
@@ -532,14 +668,45 @@ func (b *Broker) fireDelayed(m *store.Delayed, chans map[*vhost]*channel) {
 	}
 	targets, msg, ok := ch.resolve(r.ex, msg)
 	if !ok {
-		return
+		return nil
 	}
-	routed, _ := ch.deliverTo(targets, msg, 0)
+	// Copies in this node's queues need no confirm: their journal writes
+	// are queued to the store's writer before the record's deletion,
+	// which is therefore never durable before them. Those on another
+	// node, in a replicated group or in a stream (written by its own
+	// goroutine) are waited for.
+	seq := uint64(0)
+	for _, qe := range targets {
+		if qe.home != nil || qe.repl != nil || qe.stream != nil {
+			ch.confirmSeq++
+			seq = ch.confirmSeq
+			ch.confirms.add(seq, 1)
+			defer ch.confirms.done(seq, nil)
+			break
+		}
+	}
+	routed, _ := ch.deliverTo(targets, msg, seq)
 	d.noteLate(d.clock(false) - m.Key.Due)
 	clear(targets)
 	ch.targets = targets[:0]
 	if !routed {
 		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
+	}
+	if seq == 0 {
+		return nil
+	}
+	return fr
+}
+
+// delayedWaiting adds n to the count of messages waiting in the delayed
+// exchange with id, if it is still there.
+func (b *Broker) delayedWaiting(id uint64, n int64) {
+	d := &b.delayed
+	d.mu.Lock()
+	r, ok := d.byID[id]
+	d.mu.Unlock()
+	if ok && r.ex.plug.delay != nil {
+		r.ex.plug.delay.waiting.Add(n)
 	}
 }
 

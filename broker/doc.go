@@ -116,7 +116,8 @@
 // dedup.go) are leaf locks. The delayed-message scheduler (runDelayed) is
 // one goroutine per broker, started and waited for by Serve; it reads and
 // deletes delayed messages with no lock held and routes them as a
-// publisher does. At most one queueEntity.mu is held at a
+// publisher with confirms does (a record is deleted once its copies are
+// confirmed). At most one queueEntity.mu is held at a
 // time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).
