@@ -445,6 +445,18 @@ func (e *browserEnv) click(sel string) {
 	e.run("click "+sel, chromedp.Click(chromedp.CSS(sel)))
 }
 
+// act clicks sel, a button whose action reports done with the flash text
+// ok, and waits for that report. The action shows its page anew once the
+// API has answered, which may be after the broker holds its change: going
+// on to another page or form before then let that late re-render replace
+// the inputs being typed into.
+func (e *browserEnv) act(sel, ok string) {
+	e.t.Helper()
+	e.run("clear the flash", chromedp.Evaluate[chromedp.Void](`document.getElementById("flash").textContent = ""`))
+	e.click(sel)
+	e.waitText("#flash", ok)
+}
+
 // arg fills row n (from 1) of the arguments editor id.
 func (e *browserEnv) arg(id string, n int, key, value, typ string) {
 	e.t.Helper()
@@ -492,7 +504,7 @@ func TestBrowserConsolePages(t *testing.T) {
 	e.set("#queue-new-type", "quorum")
 	e.fill("#queue-new-name", "q-quorum")
 	e.arg("queue-new-args", 1, "x-max-length", "10", "number")
-	e.click("#queue-create")
+	e.act("#queue-create", "Queue created")
 	waitFor(t, "the quorum queue", func() bool { _, err := b.Queue("/", "q-quorum"); return err == nil })
 	q, _ := b.Queue("/", "q-quorum")
 	if q.Type != "quorum" || fmt.Sprint(q.Arguments["x-max-length"]) != "10" {
@@ -504,7 +516,7 @@ func TestBrowserConsolePages(t *testing.T) {
 	e.fill("#exchange-new-name", "x-events")
 	e.set("#exchange-new-type", "topic")
 	e.arg("exchange-new-args", 1, "alternate-exchange", "amq.fanout", "string")
-	e.click("#exchange-create")
+	e.act("#exchange-create", "Exchange created")
 	waitFor(t, "the exchange", func() bool { _, err := b.Exchange("/", "x-events"); return err == nil })
 	if x, _ := b.Exchange("/", "x-events"); x.Type != "topic" || x.Arguments["alternate-exchange"] != "amq.fanout" {
 		t.Errorf("exchange %+v, want topic with alternate-exchange amq.fanout", x)
