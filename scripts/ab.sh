@@ -17,6 +17,7 @@
 # average before and after. Only the medians of interleaved rounds say
 # anything on a loaded machine; compare B ÷ A, not absolute rates.
 set -euo pipefail
+export LC_ALL=C # sort and join must agree on the order of the metric names
 cd "$(dirname "$0")/.."
 : "${A:?A=path of build A}" "${B:?B=path of build B}"
 A=$(realpath "$A") B=$(realpath "$B")
@@ -26,7 +27,8 @@ export SCENARIOS=${SCENARIOS:-sc1 sc8}
 export SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 
 TMP=$(mktemp -d /tmp/warren-ab.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# KEEP=1 keeps the per-run output (perf.sh's tables, logs and figures) in $TMP.
+if [ "${KEEP:-0}" = 1 ]; then trap 'echo "kept $TMP" >&2' EXIT; else trap 'rm -rf "$TMP"' EXIT; fi
 log() { printf '[ab %4ds] %s\n' "$SECONDS" "$*" >&2; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() {
@@ -37,12 +39,12 @@ free_port() {
   done
 }
 
-# one LABEL BIN ENV ROUND: one perf.sh run; its figures go to $TMP/LABEL.ROUND.
+# one LABEL BIN ENV ROUND: one perf.sh run; its figures go to $TMP/raw.LABEL.ROUND.
 one() {
   local tries
   for tries in 1 2 3; do
     if RABBIT=0 RUNS=1 WARREN_BIN="$2" WARREN_ENV="$3" WARREN_PORT="$(free_port)" \
-      PERF_RAW="$TMP/$1.$4" bash scripts/perf.sh >"$TMP/$1.$4.out" 2>"$TMP/$1.$4.err"; then
+      PERF_RAW="$TMP/raw.$1.$4" bash scripts/perf.sh >"$TMP/$1.$4.out" 2>"$TMP/$1.$4.err"; then
       return 0
     fi
     # A port taken between the check and the listen: try others.
@@ -66,8 +68,8 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Per build and metric, the values of all rounds: "metric v1 v2 ...".
 for x in A B; do
-  cat "$TMP/$x".* 2>/dev/null | grep '/warren ' | sed 's|/warren||' |
-    awk '{k = $1; $1 = ""; v[k] = v[k] $0} END {for (k in v) print k v[k]}' | sort >"$TMP/all.$x"
+  cat "$TMP/raw.$x".* 2>/dev/null | grep '/warren ' | sed 's|/warren||' |
+    awk '{k = $1; $1 = ""; v[k] = v[k] $0} END {for (k in v) print k v[k]}' | sort -k1,1 >"$TMP/all.$x"
 done
 
 echo

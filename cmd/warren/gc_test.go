@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -45,26 +46,31 @@ func TestGCPercentFor(t *testing.T) {
 	}
 }
 
-// TestGCTunerFollowsLiveHeap runs the policy on this test process with a
-// headroom of 4 MiB: with a live heap well past twice that the percent drops
-// to the minimum, and once the heap is freed it goes back to 100.
+// TestGCTunerFollowsLiveHeap runs the policy on this test process, with a
+// headroom 8 MiB above the process's own live heap: with four times the
+// headroom allocated and kept the percent drops to the minimum, and once
+// that is freed it goes back to 100.
 func TestGCTunerFollowsLiveHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	tu := newGCTuner(4 << 20)
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	headroom := s[0].Value.Uint64() + 8<<20
+	tu := newGCTuner(headroom)
 	if p := gcPercent(); p != gcMaxPercent {
 		t.Fatalf("GC target %d after start, want %d", p, gcMaxPercent)
 	}
-	live := make([][]byte, 32)
+	live := make([][]byte, 4*headroom>>20)
 	for i := range live {
 		live[i] = make([]byte, 1<<20)
 	}
 	runtime.GC()
 	if p := tu.step(); p != gcMinPercent {
-		t.Fatalf("step() with 32 MiB live = %d, want %d", p, gcMinPercent)
+		t.Fatalf("step() with %d MiB kept (headroom %d MiB) = %d, want %d", len(live), headroom>>20, p, gcMinPercent)
 	}
 	if p := gcPercent(); p != gcMinPercent {
-		t.Fatalf("GC target %d with 32 MiB live, want %d", p, gcMinPercent)
+		t.Fatalf("GC target %d with %d MiB kept, want %d", p, len(live), gcMinPercent)
 	}
 	runtime.KeepAlive(live)
 	live = nil
