@@ -5,7 +5,9 @@
 #   A=/tmp/warren-old B=/tmp/warren-new bash scripts/ab.sh
 #   A=/tmp/w B=/tmp/w A_ENV=GOGC=50 SCENARIOS=sc9 ROUNDS=1 bash scripts/ab.sh
 #
-# A and B are warren binaries (each is its own server and bench client);
+# A and B are warren binaries, the servers compared; BENCH (default: B) is
+# the binary whose `warren bench` loads both, so that a change in the client
+# is not measured as one in the server (BENCH=own: each build loads itself);
 # A_ENV and B_ENV are NAME=VALUE words for that build's server only (e.g.
 # GOGC=50, to compare GC settings of one binary). Each of ROUNDS (3) rounds
 # runs perf.sh once per build, RUNS=1, with fresh brokers on fresh random
@@ -21,6 +23,8 @@ export LC_ALL=C # sort and join must agree on the order of the metric names
 cd "$(dirname "$0")/.."
 : "${A:?A=path of build A}" "${B:?B=path of build B}"
 A=$(realpath "$A") B=$(realpath "$B")
+BENCH=${BENCH:-$B}
+if [ "$BENCH" != own ]; then BENCH=$(realpath "$BENCH"); fi
 for w in "$A" "$B"; do [ -x "$w" ] || { echo "$w is not an executable" >&2; exit 1; }; done
 ROUNDS=${ROUNDS:-3}
 export SCENARIOS=${SCENARIOS:-sc1 sc8}
@@ -43,7 +47,9 @@ free_port() {
 one() {
   local tries
   for tries in 1 2 3; do
-    if RABBIT=0 RUNS=1 WARREN_BIN="$2" WARREN_ENV="$3" WARREN_PORT="$(free_port)" \
+    local bench=$BENCH
+    [ "$bench" != own ] || bench=$2
+    if RABBIT=0 RUNS=1 WARREN_BIN="$2" BENCH_BIN="$bench" WARREN_ENV="$3" WARREN_PORT="$(free_port)" \
       PERF_RAW="$TMP/raw.$1.$4" bash scripts/perf.sh >"$TMP/$1.$4.out" 2>"$TMP/$1.$4.err"; then
       return 0
     fi
@@ -56,7 +62,7 @@ one() {
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-log "A=$A ${A_ENV:-} B=$B ${B_ENV:-}; $ROUNDS rounds of $SCENARIOS, ${SECONDS_PER_RUN}s; load $load0"
+log "A=$A ${A_ENV:-} B=$B ${B_ENV:-} bench=$BENCH; $ROUNDS rounds of $SCENARIOS, ${SECONDS_PER_RUN}s; load $load0"
 for r in $(seq "$ROUNDS"); do
   if [ $((r % 2)) -eq 1 ]; then order="A B"; else order="B A"; fi
   for x in $order; do
@@ -76,6 +82,7 @@ echo
 echo "Interleaved A/B, $ROUNDS rounds (A B, B A, …), perf.sh scenarios \"$SCENARIOS\", ${SECONDS_PER_RUN}s runs, $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')."
 echo "A: $A ${A_ENV:-}"
 echo "B: $B ${B_ENV:-}"
+echo "Load client: $BENCH bench."
 echo "Load average (1, 5, 15 min) before: $load0; after: $load1."
 echo "Metric keys are perf.sh's (s1: scenario 1 msg/s; s8x1/4/16: scenario 8 confirmed msg/s; s9rss: MiB; …)."
 echo

@@ -36,8 +36,13 @@
 # line each, for scripts (scripts/ab.sh).
 #
 #   RABBIT=0 WARREN_ENV=GOGC=50 SCENARIOS=sc9 RUNS=1 bash scripts/perf.sh
+#
+# BENCH_BIN, when set, is the warren binary whose `warren bench` is the load
+# client (by default the broker's own binary), so that two broker builds can
+# be measured with one client.
 set -euo pipefail
 if [ -n "${WARREN_BIN:-}" ]; then WARREN_BIN=$(realpath "$WARREN_BIN"); fi
+if [ -n "${BENCH_BIN:-}" ]; then BENCH_BIN=$(realpath "$BENCH_BIN"); fi
 cd "$(dirname "$0")/.."
 
 S=${SECONDS_PER_RUN:-10}
@@ -142,6 +147,8 @@ else
   CGO_ENABLED=0 go build -trimpath -o "$TMP/warren" ./cmd/warren
   W="$TMP/warren"
 fi
+BENCH=${BENCH_BIN:-$W}
+[ -x "$BENCH" ] || { echo "BENCH_BIN=$BENCH is not an executable" >&2; exit 1; }
 
 # wait_port PORT PID: poll until PORT accepts a connection; prints the ms since
 # START_NS.
@@ -191,7 +198,7 @@ add() { R["$1/$2"]="${R["$1/$2"]:-} $3"; }
 bench() {
   local b=$1; shift
   local out
-  out=$(timeout $((S + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
+  out=$(timeout $((S + 120)) "$BENCH" bench --uri "$(uri "$b")" --client "$CLIENT" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
   if [ -z "$out" ]; then echo "bench failed against $b: $*" >&2; tail -n 5 "$TMP/bench-$b.log" >&2; exit 1; fi
   local f; f=$(jf "$out" failures)
   [ "$f" = 0 ] || log "$b: $f failures in: $*"
@@ -238,7 +245,7 @@ sc6() { # open NCONN connections, sample the broker's RSS while they are held
   pid=$(pid_of "$b")
   before=$(rss_kb "$pid")
   : >"$TMP/conn.err"
-  timeout $((hold + 300)) "$W" bench --uri "$(uri "$b")" --json --connect-only "$NCONN" --duration "${hold}s" \
+  timeout $((hold + 300)) "$BENCH" bench --uri "$(uri "$b")" --json --connect-only "$NCONN" --duration "${hold}s" \
     >"$TMP/conn.json" 2>"$TMP/conn.err" &
   BENCH_PID=$!
   until grep -q 'connections open' "$TMP/conn.err"; do
@@ -308,7 +315,7 @@ sc11() {
   [ "$round" = 1 ] || return 0
   pid=$(pid_of "$b")
   : >"$TMP/soak-$b"
-  timeout $((SOAK + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json \
+  timeout $((SOAK + 120)) "$BENCH" bench --uri "$(uri "$b")" --client "$CLIENT" --json \
     -x 1 -y 1 -s 4096 --persistent --confirm 1000 --prefetch 1000 --multi-ack 100 --duration "${SOAK}s" \
     >"$TMP/soak-$b.json" 2>>"$TMP/bench-$b.log" &
   BENCH_PID=$!
