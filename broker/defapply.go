@@ -280,6 +280,9 @@ func (b *Broker) applyDeclareExchange(c *defCmd) DefResult {
 	}
 	b.attachDelayed(v, ex)
 	v.mu.Lock()
+	if old := v.exchanges[c.Name]; old != nil {
+		old.gone = true
+	}
 	v.exchanges[c.Name] = ex
 	v.mu.Unlock()
 	return DefResult{id: ex.storeID, v: v}

@@ -155,6 +155,9 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 			e.storeID = ex.ID
 		}
 		b.attachDelayed(v, e)
+		if old := v.exchanges[ex.Name]; old != nil {
+			old.gone = true
+		}
 		v.exchanges[ex.Name] = e
 	}
 	for _, q := range defs.Queues {

@@ -6,6 +6,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
@@ -439,6 +440,51 @@ func TestExchangeDelete(t *testing.T) {
 	}
 	if err := ch.ExchangeDelete("src", true, false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPublishThroughExchangeDeletedMidMessage: a message whose exchange is
+// deleted between its basic.publish and its last body frame routes nowhere
+// (mandatory: basic.return NO_ROUTE), not through an exchange of the same
+// name declared since, as RabbitMQ routes by the exchange it looked up.
+func TestPublishThroughExchangeDeletedMidMessage(t *testing.T) {
+	t.Parallel()
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	declareX(t, ch, "mid", "direct")
+	before := declareQ(t, ch, "", nil)
+	bindQ(t, ch, before, "k", "mid", nil)
+
+	r := rawOpen(t, s.Addr, defaultTune)
+	r.send(1, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](r, 1)
+	r.send(1, &amqp.BasicPublish{Exchange: "mid", RoutingKey: "k", Mandatory: true})
+	r.write(amqp.AppendHeaderFrame(nil, 1, amqp.ClassBasic, 1, &amqp.Properties{}))
+	// The connection's frames are handled in order: once channel 2 is
+	// open, the publish has looked its exchange up.
+	r.send(2, &amqp.ChannelOpen{})
+	rawExpect[*amqp.ChannelOpenOk](r, 2)
+
+	if err := ch.ExchangeDelete("mid", false, false); err != nil {
+		t.Fatal(err)
+	}
+	declareX(t, ch, "mid", "direct")
+	after := declareQ(t, ch, "", nil)
+	bindQ(t, ch, after, "k", "mid", nil)
+
+	r.write(amqp.AppendBodyFrames(nil, 1, []byte("x"), 131072))
+	ret := rawExpect[*amqp.BasicReturn](r, 1)
+	if ret.ReplyCode != amqp.NoRoute || ret.Exchange != "mid" {
+		t.Fatalf("basic.return %d %q from %q, want %d NO_ROUTE from mid", ret.ReplyCode, ret.ReplyText, ret.Exchange, amqp.NoRoute)
+	}
+	for _, q := range []string{before, after} {
+		if got := drain(t, ch, q); len(got) != 0 {
+			t.Fatalf("queue %s got %q through a deleted exchange", q, got)
+		}
+	}
+	// The exchange declared since routes.
+	if got := routesTo(t, ch, "mid", "k", nil, after); !got[0] {
+		t.Fatal("the redeclared exchange does not route")
 	}
 }
 

@@ -263,7 +263,7 @@ func (ch *channel) route(ex *exchangeEntity, mandatory bool, msg *queue.Message,
 func (ch *channel) resolve(ex *exchangeEntity, msg *queue.Message) ([]*queueEntity, *queue.Message, bool) {
 	v := ch.c.vhost
 	v.mu.RLock()
-	if v.exchanges[ex.name] != ex {
+	if ex.gone {
 		v.mu.RUnlock()
 		return nil, msg, false
 	}

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -19,8 +20,14 @@ var (
 
 // senderSelected returns the CC and BCC routing keys of a content header
 // payload, and the header with BCC removed (header itself when there is no
-// BCC). A header without either key costs two byte scans.
+// BCC). A header without a headers table costs a look at its property
+// flags, one with a table without either key two byte scans.
 func senderSelected(header []byte) (keys []string, stripped []byte) {
+	// class id, weight, body size, then the first property flags word.
+	const flagsAt = 12
+	if len(header) >= flagsAt+2 && binary.BigEndian.Uint16(header[flagsAt:])&amqp.FlagHeaders == 0 {
+		return nil, header
+	}
 	hasCC, hasBCC := bytes.Contains(header, ccMark), bytes.Contains(header, bccMark)
 	if !hasCC && !hasBCC {
 		return nil, header

@@ -51,6 +51,11 @@ type exchangeEntity struct {
 	// plug holds the delayed, hash and deduplication features (nil for
 	// none; exchange_plug.go).
 	plug *exchangePlug
+	// gone is set when the exchange leaves its vhost's exchanges (deleted,
+	// or replaced by another entity of its name), under vhost.mu (write):
+	// a publish holding the entity checks it under the read lock instead
+	// of looking the name up again.
+	gone bool
 }
 
 // fanoutTargets is what a fanout exchange routes every message to: its
@@ -446,6 +451,9 @@ func (v *vhost) autoDeleteLocked(e *exchangeEntity) {
 // deleteExchangeLocked removes e and every binding from or to it, in
 // memory (see removeDestinationLocked). Hold v.mu (write).
 func (v *vhost) deleteExchangeLocked(e *exchangeEntity) {
+	if v.exchanges[e.name] == e {
+		e.gone = true
+	}
 	delete(v.exchanges, e.name)
 	v.b.detachDelayed(e)
 	v.removeDestinationLocked(exchange.Destination{Kind: exchange.DestExchange, Name: e.name}, true)

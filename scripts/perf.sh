@@ -28,8 +28,21 @@
 # traffic with no backlog should stay flat.
 #
 #   SCENARIOS=sc11 RUNS=1 SOAK_SECONDS=600 bash scripts/perf.sh
+#
+# RABBIT=0 runs Warren alone (no RabbitMQ is installed, started or measured;
+# its column shows —). WARREN_ENV (e.g. "GOGC=50") is put in the environment
+# of the warren server only, not of the bench client. PERF_RAW, when set, is
+# a file the per-round figures are written to, one "metric/broker v1 v2 …"
+# line each, for scripts (scripts/ab.sh).
+#
+#   RABBIT=0 WARREN_ENV=GOGC=50 SCENARIOS=sc9 RUNS=1 bash scripts/perf.sh
+#
+# BENCH_BIN, when set, is the warren binary whose `warren bench` is the load
+# client (by default the broker's own binary), so that two broker builds can
+# be measured with one client.
 set -euo pipefail
 if [ -n "${WARREN_BIN:-}" ]; then WARREN_BIN=$(realpath "$WARREN_BIN"); fi
+if [ -n "${BENCH_BIN:-}" ]; then BENCH_BIN=$(realpath "$BENCH_BIN"); fi
 cd "$(dirname "$0")/.."
 
 S=${SECONDS_PER_RUN:-10}
@@ -38,6 +51,8 @@ NCONN=${CONNECTIONS:-1000}
 CLIENT=${CLIENT:-raw}
 WARREN_PORT=${WARREN_PORT:-5682}
 RABBIT_PORT=${RABBIT_PORT:-5692}
+RABBIT=${RABBIT:-1}
+WARREN_ENV=${WARREN_ENV:-}
 RABBIT_DIST_PORT=${RABBIT_DIST_PORT:-25692}
 EPMD_PORT=${EPMD_PORT:-4392} # a private epmd, so the one we start is ours to stop
 NODE=warrenperf@localhost
@@ -55,14 +70,16 @@ as_root() {
     echo "need root to install: $*" >&2; return 1; fi
 }
 
-if [ ! -x "$RMQ/rabbitmq-server" ]; then
+if [ "$RABBIT" != 0 ] && [ ! -x "$RMQ/rabbitmq-server" ]; then
   log "installing rabbitmq-server"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
   # The package starts the system node; this script runs its own.
   as_root systemctl disable --now rabbitmq-server >/dev/null 2>&1 || true
 fi
-for p in "$WARREN_PORT" "$RABBIT_PORT" "$RABBIT_DIST_PORT" "$EPMD_PORT"; do
+ports="$WARREN_PORT"
+[ "$RABBIT" = 0 ] || ports="$ports $RABBIT_PORT $RABBIT_DIST_PORT $EPMD_PORT"
+for p in $ports; do
   if port_open "$p"; then echo "port $p on 127.0.0.1 is in use" >&2; exit 1; fi
 done
 
@@ -130,6 +147,8 @@ else
   CGO_ENABLED=0 go build -trimpath -o "$TMP/warren" ./cmd/warren
   W="$TMP/warren"
 fi
+BENCH=${BENCH_BIN:-$W}
+[ -x "$BENCH" ] || { echo "BENCH_BIN=$BENCH is not an executable" >&2; exit 1; }
 
 # wait_port PORT PID: poll until PORT accepts a connection; prints the ms since
 # START_NS.
@@ -145,7 +164,8 @@ wait_port() {
 start_warren() {
   rm -rf "$TMP/warren-data"
   START_NS=$(now_ns)
-  "$W" --amqp-addr "127.0.0.1:$WARREN_PORT" --data-dir "$TMP/warren-data" --log-level warn >>"$TMP/warren.log" 2>&1 &
+  # shellcheck disable=SC2086 # WARREN_ENV is a list of NAME=VALUE words
+  env $WARREN_ENV "$W" --amqp-addr "127.0.0.1:$WARREN_PORT" --data-dir "$TMP/warren-data" --log-level warn >>"$TMP/warren.log" 2>&1 &
   WARREN_PID=$!
   WARREN_START_MS=$(wait_port "$WARREN_PORT" "$WARREN_PID")
 }
@@ -178,7 +198,7 @@ add() { R["$1/$2"]="${R["$1/$2"]:-} $3"; }
 bench() {
   local b=$1; shift
   local out
-  out=$(timeout $((S + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
+  out=$(timeout $((S + 120)) "$BENCH" bench --uri "$(uri "$b")" --client "$CLIENT" --json "$@" 2>>"$TMP/bench-$b.log" | tail -n 1)
   if [ -z "$out" ]; then echo "bench failed against $b: $*" >&2; tail -n 5 "$TMP/bench-$b.log" >&2; exit 1; fi
   local f; f=$(jf "$out" failures)
   [ "$f" = 0 ] || log "$b: $f failures in: $*"
@@ -225,7 +245,7 @@ sc6() { # open NCONN connections, sample the broker's RSS while they are held
   pid=$(pid_of "$b")
   before=$(rss_kb "$pid")
   : >"$TMP/conn.err"
-  timeout $((hold + 300)) "$W" bench --uri "$(uri "$b")" --json --connect-only "$NCONN" --duration "${hold}s" \
+  timeout $((hold + 300)) "$BENCH" bench --uri "$(uri "$b")" --json --connect-only "$NCONN" --duration "${hold}s" \
     >"$TMP/conn.json" 2>"$TMP/conn.err" &
   BENCH_PID=$!
   until grep -q 'connections open' "$TMP/conn.err"; do
@@ -295,7 +315,7 @@ sc11() {
   [ "$round" = 1 ] || return 0
   pid=$(pid_of "$b")
   : >"$TMP/soak-$b"
-  timeout $((SOAK + 120)) "$W" bench --uri "$(uri "$b")" --client "$CLIENT" --json \
+  timeout $((SOAK + 120)) "$BENCH" bench --uri "$(uri "$b")" --client "$CLIENT" --json \
     -x 1 -y 1 -s 4096 --persistent --confirm 1000 --prefetch 1000 --multi-ack 100 --duration "${SOAK}s" \
     >"$TMP/soak-$b.json" 2>>"$TMP/bench-$b.log" &
   BENCH_PID=$!
@@ -326,17 +346,18 @@ sc11() {
 
 for round in $(seq "$RUNS"); do
   log "round $round/$RUNS: starting brokers"
-  start_rabbit
+  [ "$RABBIT" = 0 ] || start_rabbit
   start_warren
   sleep 1
-  add s7rss rabbit "$(awk -v k="$(rss_kb "$RABBIT_PID")" 'BEGIN {printf "%.1f", k / 1024}')"
+  [ "$RABBIT" = 0 ] || add s7rss rabbit "$(awk -v k="$(rss_kb "$RABBIT_PID")" 'BEGIN {printf "%.1f", k / 1024}')"
   add s7rss warren "$(awk -v k="$(rss_kb "$WARREN_PID")" 'BEGIN {printf "%.1f", k / 1024}')"
-  add s7start rabbit "$RABBIT_START_MS"
+  [ "$RABBIT" = 0 ] || add s7start rabbit "$RABBIT_START_MS"
   add s7start warren "$WARREN_START_MS"
   # Alternate: each scenario runs on both brokers back to back, and which
   # goes first flips every round. Connections go first, on fresh brokers, so
   # heap kept from earlier scenarios does not hide the RSS growth.
   if [ $((round % 2)) -eq 1 ]; then order="rabbit warren"; else order="warren rabbit"; fi
+  [ "$RABBIT" != 0 ] || order=warren
   scs="sc6 sc1 sc2 sc3 sc4 sc5"
   [ "$DURABLE" = 0 ] || scs="$scs sc8"
   [ "$DURABLE" = 0 ] || [ "$round" != 1 ] || scs="$scs sc9"
@@ -352,9 +373,14 @@ for round in $(seq "$RUNS"); do
   stop_rabbit
 done
 
-median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-fmt() { awk -v v="$1" 'BEGIN { if (v == int(v)) printf "%d", v; else if (v >= 1000) printf "%.0f", v; else printf "%.1f", v }'; }
-ratio() { awk -v r="$1" -v w="$2" 'BEGIN { if (r == 0) print "—"; else if (w / r < 0.1) printf "%.2g", w / r; else printf "%.2f", w / r }'; }
+if [ -n "${PERF_RAW:-}" ]; then
+  : >"$PERF_RAW"
+  for k in "${!R[@]}"; do echo "$k${R[$k]}" >>"$PERF_RAW"; done
+fi
+
+median() { tr ' ' '\n' <<<"$1" | { grep -v '^$' || true; } | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+fmt() { awk -v v="$1" 'BEGIN { if (v == "") printf "—"; else if (v == int(v)) printf "%d", v; else if (v >= 1000) printf "%.0f", v; else printf "%.1f", v }'; }
+ratio() { awk -v r="$1" -v w="$2" 'BEGIN { if (r == "" || r == 0) print "—"; else if (w / r < 0.1) printf "%.2g", w / r; else printf "%.2f", w / r }'; }
 
 row() { # row KEY LABEL [noratio]
   local r w

@@ -125,7 +125,9 @@ func runServer(cc *cli.Context) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	log.Debug("go gc target", zap.String("gogc", tuneGC()))
+	gcPolicy, stopGC := tuneGC()
+	defer stopGC()
+	log.Debug("go gc target", zap.String("gogc", gcPolicy))
 	hb := cc.Duration("heartbeat")
 	if hb == 0 {
 		hb = -1
