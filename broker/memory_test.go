@@ -23,7 +23,7 @@ import (
 // heapBudget is what the live heap of the test process — broker, store
 // and the test's own clients — must stay under while a million 1 KiB
 // persistent messages (1 GiB of bodies) are queued: the queue keeps a
-// 32-byte index per message and the bodies of its first 16 MiB in RAM.
+// 24-byte index per message and the bodies of its first 16 MiB in RAM.
 const heapBudget = 160 << 20
 
 // TestMillionPersistentMessagesBoundedHeap queues 1,000,000 persistent

@@ -14,7 +14,7 @@ import (
 //     messages and Config.QueueMemoryBytes of body bytes in RAM (its
 //     window); beyond it, a persistent message of a durable queue —
 //     journaled anyway — is paged out as it is published, and costs a
-//     32-byte index slot in RAM.
+//     24-byte index entry in RAM.
 //   - While the process uses more than Config.PagingRatio of the memory
 //     high watermark (RabbitMQ's vm_memory_high_watermark_paging_ratio),
 //     the windows shrink to a sixteenth, transient messages and those of

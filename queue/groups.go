@@ -233,8 +233,8 @@ func (q *Queue) dispatchGroups(out []Delivery, now int64, dls *[]DeadLetter) []D
 			idle++
 			continue
 		}
-		s, at := q.groupHead(g)
-		if c.Gate != nil && !c.Gate.Acquire(int(s.size)) {
+		size, at := q.groupHead(g)
+		if c.Gate != nil && !c.Gate.Acquire(int(size)) {
 			idle++
 			continue
 		}
@@ -244,22 +244,22 @@ func (q *Queue) dispatchGroups(out []Delivery, now int64, dls *[]DeadLetter) []D
 	return out
 }
 
-// groupHead returns the next message of g and where it is: at >= 0 is
-// its index in the ready list, at < 0 its index -at-1 in the requeued
-// heap.
-func (q *Queue) groupHead(g *msgGroup) (*slot, int) {
+// groupHead returns the body size of the next message of g and where it
+// is: at >= 0 is its index in the ready list, at < 0 its index -at-1 in
+// the requeued heap.
+func (q *Queue) groupHead(g *msgGroup) (uint32, int) {
 	l := &q.base
 	if len(g.requeued) > 0 {
 		seq := g.requeued[0]
 		for i := range l.requeued {
 			if l.requeued[i].seq == seq {
-				return &l.requeued[i], -i - 1
+				return l.requeued[i].size, -i - 1
 			}
 		}
 	}
 	seq := g.fresh.front()
 	i := l.ready.search(seq)
-	return l.ready.at(i), i
+	return l.ready.at(i).size, i
 }
 
 // deliverGroup takes the message of g at at (groupHead) and delivers it
@@ -275,10 +275,10 @@ func (q *Queue) deliverGroup(out []Delivery, c *Consumer, g *msgGroup, at int) [
 		s = l.ready.pop()
 		q.dropHoles()
 	default:
+		s = l.ready.slotAt(at)
 		p := l.ready.at(at)
-		s = *p
 		p.msg = nil
-		p.flags |= flagTaken
+		p.setTaken()
 		q.holes++
 	}
 	q.readyLen -= int64(s.size)
@@ -306,7 +306,7 @@ func (q *Queue) deliverGroup(out []Delivery, c *Consumer, g *msgGroup, at int) [
 // dropHoles drops the holes at the head of the ready list.
 func (q *Queue) dropHoles() {
 	r := &q.base.ready
-	for q.holes > 0 && r.len() > 0 && r.front().flags&flagTaken != 0 {
+	for q.holes > 0 && r.len() > 0 && r.front().taken() {
 		r.drop()
 		q.holes--
 	}
@@ -567,8 +567,7 @@ func (q *Queue) restoreGroups(r *snapReader, byID map[ConsumerID]*Consumer) erro
 		gs.groupOf(s.msg, true).requeued.push(s.seq)
 	}
 	for i := 0; i < l.ready.len(); i++ {
-		s := l.ready.at(i)
-		gs.groupOf(s.msg, true).fresh.push(s.seq)
+		gs.groupOf(l.ready.at(i).msg, true).fresh.push(l.ready.seqAt(i))
 	}
 	seqs := q.held.appendSeqs(nil)
 	slices.Sort(seqs)

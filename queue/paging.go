@@ -2,8 +2,8 @@ package queue
 
 import "sort"
 
-// Paging. A deep queue keeps a compact index in RAM — one 32-byte slot per
-// message, with its sequence number, size, delivery count and expiry — and
+// Paging. A deep queue keeps a compact index in RAM — one 24-byte cell per
+// ready message (ring.go), with its sequence number, size, delivery count and expiry — and
 // holds message bodies only for the part of the ready list its owner
 // chooses (the head, which consumers reach first). The owner pages a
 // message out with PageOut once a copy is in its store (the journal of a
@@ -31,8 +31,8 @@ func (q *Queue) Newest() (uint64, *Message) {
 	if q.base.ready.n == 0 {
 		return 0, nil
 	}
-	s := q.base.ready.at(q.base.ready.n - 1)
-	return s.seq, s.msg
+	r := &q.base.ready
+	return r.seqAt(r.n - 1), r.at(r.n - 1).msg
 }
 
 // PageRef names a paged-out message for the owner to read back.
@@ -54,7 +54,7 @@ func (q *Queue) Resident() (n int, bytes int64) {
 
 // HeadPaged reports whether the next message to deliver is paged out.
 func (q *Queue) HeadPaged() bool {
-	return q.paged > 0 && q.Ready() > 0 && q.head().msg == nil
+	return q.paged > 0 && q.Ready() > 0 && q.headMsg() == nil
 }
 
 // PageOut drops the body of ready message seq, of priority prio (its
@@ -72,7 +72,7 @@ func (q *Queue) PageOut(seq uint64, prio uint8, spilled bool) bool {
 	}
 	s.msg = nil
 	if spilled {
-		s.flags |= flagSpilled
+		s.setSpilled()
 	}
 	q.paged++
 	q.pagedLen += int64(s.size)
@@ -112,11 +112,11 @@ func (q *Queue) PageOutEach(keep int, keepBytes int64, page func(seq uint64, m *
 			if s.msg == nil {
 				continue
 			}
-			ok, spilled, more := page(s.seq, s.msg)
+			ok, spilled, more := page(r.seqAt(j), s.msg)
 			if ok {
 				s.msg = nil
 				if spilled {
-					s.flags |= flagSpilled
+					s.setSpilled()
 				}
 				q.paged++
 				q.pagedLen += int64(s.size)
@@ -144,7 +144,7 @@ func (q *Queue) Wanted(refs []PageRef, window, max int, maxBytes int64) []PageRe
 		r := &l.ready
 		for i := 0; i < r.len() && i < window && len(refs) < max && bytes < maxBytes; i++ {
 			if s := r.at(i); s.msg == nil {
-				refs = append(refs, PageRef{Seq: s.seq, Spilled: s.flags&flagSpilled != 0})
+				refs = append(refs, PageRef{Seq: r.seqAt(i), Spilled: s.spilled()})
 				bytes += int64(s.size)
 			}
 		}
@@ -195,14 +195,10 @@ func (q *Queue) dropReady(seq uint64, pagedOnly bool) bool {
 		}
 		r := &l.ready
 		i := r.search(seq)
-		if i == r.len() || r.at(i).seq != seq || r.at(i).flags&flagTaken != 0 || (pagedOnly && r.at(i).msg != nil) {
+		if i == r.len() || r.seqAt(i) != seq || r.at(i).taken() || (pagedOnly && r.at(i).msg != nil) {
 			return
 		}
-		s := *r.at(i)
-		for j := i; j > 0; j-- {
-			*r.at(j) = *r.at(j - 1)
-		}
-		r.pop()
+		s := r.removeAt(i)
 		found = true
 		if l != &q.base {
 			q.hiReady--
@@ -241,7 +237,7 @@ func (q *Queue) prioIndex(p uint8) int {
 
 // find returns the ready (not requeued) slot seq of the lane of priority
 // p, or nil.
-func (q *Queue) find(seq uint64, p int) *slot {
+func (q *Queue) find(seq uint64, p int) *cell {
 	l := &q.base
 	if p > 0 {
 		l = &q.hi[p-1]
@@ -250,11 +246,11 @@ func (q *Queue) find(seq uint64, p int) *slot {
 	if r.n == 0 {
 		return nil
 	}
-	if last := r.at(r.n - 1); last.seq == seq {
-		return last
+	if r.seqAt(r.n-1) == seq {
+		return r.at(r.n - 1)
 	}
 	i := r.search(seq)
-	if i == r.n || r.at(i).seq != seq {
+	if i == r.n || r.seqAt(i) != seq {
 		return nil
 	}
 	return r.at(i)
@@ -263,5 +259,5 @@ func (q *Queue) find(seq uint64, p int) *slot {
 // search is the index of the first slot with a seq >= seq (the ready list
 // is in seq order).
 func (r *ring) search(seq uint64) int {
-	return sort.Search(r.n, func(i int) bool { return r.at(i).seq >= seq })
+	return sort.Search(r.n, func(i int) bool { return r.seqAt(i) >= seq })
 }

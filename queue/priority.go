@@ -14,12 +14,22 @@ type lane struct {
 
 func (l *lane) len() int { return l.ready.len() + len(l.requeued) }
 
-// head is the entry pop would return; l must not be empty.
-func (l *lane) head() *slot {
+// head is the message, body size and expiry of the entry pop would
+// return; l must not be empty.
+func (l *lane) head() (*Message, uint32, int64) {
 	if len(l.requeued) > 0 {
-		return &l.requeued[0]
+		s := &l.requeued[0]
+		return s.msg, s.size, s.expires()
 	}
-	return l.ready.front()
+	c := l.ready.front()
+	return c.msg, c.size, c.expires()
+}
+
+// headExpired reports whether the head of l, which must not be empty, has
+// expired at now.
+func (l *lane) headExpired(now int64) bool {
+	_, _, x := l.head()
+	return x != 0 && x <= now
 }
 
 func (l *lane) pop() slot {
@@ -41,7 +51,8 @@ func (l *lane) each(fn func(Entry)) {
 		fn(s.entry())
 	}
 	for i := 0; i < l.ready.len(); i++ {
-		if s := l.ready.at(i); s.flags&flagTaken == 0 {
+		if !l.ready.at(i).taken() {
+			s := l.ready.slotAt(i)
 			fn(s.entry())
 		}
 	}

@@ -173,17 +173,30 @@ func (q *Queue) remove(l *lane) slot {
 	return e
 }
 
-// head is the entry take would return; the queue must have a ready entry.
-func (q *Queue) head() *slot {
+// head is the message (nil if paged out) and body size of the entry take
+// would return; the queue must have a ready entry.
+func (q *Queue) head() (*Message, uint32) {
 	if q.hiReady == 0 && len(q.base.requeued) == 0 {
-		return q.base.ready.front()
+		c := q.base.ready.front()
+		return c.msg, c.size
 	}
-	return q.next().head()
+	m, size, _ := q.next().head()
+	return m, size
+}
+
+// headMsg is the message of the entry take would return, nil if paged
+// out; the queue must have a ready entry.
+func (q *Queue) headMsg() *Message {
+	m, _ := q.head()
+	return m
 }
 
 // headSize is the body size of the entry take would return; the queue
 // must have a ready entry.
-func (q *Queue) headSize() int { return int(q.head().size) }
+func (q *Queue) headSize() int {
+	_, size := q.head()
+	return int(size)
+}
 
 // take removes the next ready entry in queue order, counting a delivery.
 func (q *Queue) take() slot {
@@ -242,7 +255,7 @@ func (q *Queue) dispatch(out []Delivery, now int64, dls *[]DeadLetter) []Deliver
 		if now != 0 {
 			q.expireNext(now, dls)
 		}
-		if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil && !q.deliverPaged) {
+		if q.Ready() == 0 || (q.paged > 0 && q.headMsg() == nil && !q.deliverPaged) {
 			return out
 		}
 		var c *Consumer
@@ -267,16 +280,11 @@ func (q *Queue) dispatchRoundRobin(out []Delivery) []Delivery {
 	n := len(q.consumers)
 	for q.Ready() > 0 {
 		var c *Consumer
-		var h *slot
-		if q.hiReady == 0 && len(q.base.requeued) == 0 {
-			h = q.base.ready.front()
-		} else {
-			h = q.next().head()
-		}
-		if h.msg == nil && !q.deliverPaged {
+		m, sz := q.head()
+		if m == nil && !q.deliverPaged {
 			return out // paged out: the owner pages it in, then dispatches again
 		}
-		size := int(h.size)
+		size := int(sz)
 		for i := 0; i < n; i++ {
 			cand := q.consumers[(q.cursor+i)%n]
 			if !cand.hasCredit() || (cand.Gate != nil && !cand.Gate.Acquire(size)) {
@@ -313,12 +321,12 @@ func (q *Queue) deliverHead(out []Delivery, c *Consumer) []Delivery {
 			q.hiReady--
 		}
 	}
-	h := l.ready.front()
+	h, seq := l.ready.front(), l.ready.frontSeq()
 	h.delivered()
 	if !c.NoAck {
-		q.hold(h, c)
+		q.holdCell(h, seq, c)
 	}
-	out = appendDelivery(out, c, h)
+	out = appendCellDelivery(out, c, h, seq)
 	q.readyLen -= int64(h.size)
 	l.ready.drop()
 	return out
@@ -359,6 +367,26 @@ func appendDelivery(out []Delivery, c *Consumer, s *slot) []Delivery {
 	return out
 }
 
+// appendCellDelivery is appendDelivery of the ready list's cell x, whose
+// seq is seq.
+func appendCellDelivery(out []Delivery, c *Consumer, x *cell, seq uint64) []Delivery {
+	if len(out) < cap(out) {
+		out = out[:len(out)+1]
+	} else {
+		out = append(out, Delivery{})
+	}
+	d := &out[len(out)-1]
+	d.Consumer = c
+	d.Entry.Msg = x.msg
+	d.Entry.Seq = seq
+	d.Entry.Redelivered = x.meta&redeliveredBit != 0
+	d.Entry.Deliveries = uint32(x.meta & cellDeliveriesMask)
+	d.Entry.Expires = x.expires()
+	d.Entry.Spilled = x.spilled()
+	d.Entry.Size = int(x.size)
+	return out
+}
+
 // Get takes the next ready message for basic.get. With noAck false the
 // delivery counts as unacknowledged (with no consumer). Get checks no
 // expiry (GetAt does).
@@ -366,7 +394,7 @@ func appendDelivery(out []Delivery, c *Consumer, s *slot) []Delivery {
 // Get returns false also when the next message is paged out (HeadPaged):
 // the owner pages it in and asks again.
 func (q *Queue) Get(noAck bool) (Entry, bool) {
-	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil && !q.deliverPaged) {
+	if q.Ready() == 0 || (q.paged > 0 && q.headMsg() == nil && !q.deliverPaged) {
 		return Entry{}, false
 	}
 	e := q.take()
@@ -382,7 +410,7 @@ func (q *Queue) getBy(noAck bool, id ConsumerID) (Entry, bool) {
 	if id == 0 || noAck || q.mg != nil {
 		return q.Get(noAck)
 	}
-	if q.Ready() == 0 || (q.paged > 0 && q.head().msg == nil) {
+	if q.Ready() == 0 || (q.paged > 0 && q.headMsg() == nil) {
 		return Entry{}, false
 	}
 	e := q.take()

@@ -40,7 +40,7 @@ func (q *Queue) Has(seq uint64) bool {
 			}
 		}
 		r := &l.ready
-		if i := r.search(seq); i < r.len() && r.at(i).seq == seq && r.at(i).flags&flagTaken == 0 {
+		if i := r.search(seq); i < r.len() && r.seqAt(i) == seq && !r.at(i).taken() {
 			found = true
 		}
 	})

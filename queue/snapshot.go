@@ -73,8 +73,9 @@ func (q *Queue) AppendSnapshot(b []byte) []byte {
 		}
 		b = binary.AppendUvarint(b, uint64(l.ready.len()-holes))
 		for i := 0; i < l.ready.len(); i++ {
-			if s := l.ready.at(i); s.flags&flagTaken == 0 {
-				b = appendSlot(b, s)
+			if !l.ready.at(i).taken() {
+				s := l.ready.slotAt(i)
+				b = appendSlot(b, &s)
 			}
 		}
 	})

@@ -29,7 +29,7 @@ func (q *Queue) NextExpiry() int64 {
 		if l.len() == 0 {
 			return
 		}
-		if x := l.head().expires(); x != 0 && (next == 0 || x < next) {
+		if _, _, x := l.head(); x != 0 && (next == 0 || x < next) {
 			next = x
 		}
 	})
@@ -38,7 +38,7 @@ func (q *Queue) NextExpiry() int64 {
 
 func (q *Queue) expire(now int64, dls *[]DeadLetter) {
 	q.lanes(func(l *lane) {
-		for l.len() > 0 && l.head().expired(now) {
+		for l.len() > 0 && l.headExpired(now) {
 			*dls = append(*dls, DeadLetter{Entry: q.remove(l).entry(), Reason: ReasonExpired})
 		}
 	})
@@ -49,7 +49,7 @@ func (q *Queue) expire(now int64, dls *[]DeadLetter) {
 func (q *Queue) expireNext(now int64, dls *[]DeadLetter) {
 	for q.Ready() > 0 {
 		l := q.next()
-		if !l.head().expired(now) {
+		if !l.headExpired(now) {
 			return
 		}
 		*dls = append(*dls, DeadLetter{Entry: q.remove(l).entry(), Reason: ReasonExpired})

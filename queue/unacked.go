@@ -57,6 +57,26 @@ func (h *heldSet) add(s *slot, c *Consumer) {
 		h.late[s.seq] = held{s: *s, c: c}
 		return
 	}
+	p := h.next()
+	p.s = *s
+	p.c = c
+}
+
+// addCell is add of the ready list's cell x, whose seq is seq, unpacked
+// in place.
+func (h *heldSet) addCell(x *cell, seq uint64, c *Consumer) {
+	if n := len(h.list); n > h.head && h.list[n-1].s.seq >= seq {
+		s := x.slot(seq)
+		h.add(&s, c)
+		return
+	}
+	p := h.next()
+	x.unpack(&p.s, seq)
+	p.c = c
+}
+
+// next appends a place at the tail of the list and returns it.
+func (h *heldSet) next() *held {
 	if len(h.list) == cap(h.list) {
 		if h.head > 0 {
 			h.compact()
@@ -67,10 +87,8 @@ func (h *heldSet) add(s *slot, c *Consumer) {
 	}
 	// In place: building a held and appending it copies it twice.
 	h.list = h.list[:len(h.list)+1]
-	p := &h.list[len(h.list)-1]
-	p.s = *s
-	p.c = c
 	h.live++
+	return &h.list[len(h.list)-1]
 }
 
 // find returns the index in list of live delivery seq, or -1.
@@ -182,6 +200,15 @@ func (h *heldSet) appendSeqs(seqs []uint64) []uint64 {
 // unacknowledged.
 func (q *Queue) hold(s *slot, c *Consumer) {
 	q.held.add(s, c)
+	q.unacked++
+	if c != nil {
+		c.unacked++
+	}
+}
+
+// holdCell is hold of the ready list's cell x, whose seq is seq.
+func (q *Queue) holdCell(x *cell, seq uint64, c *Consumer) {
+	q.held.addCell(x, seq, c)
 	q.unacked++
 	if c != nil {
 		c.unacked++
