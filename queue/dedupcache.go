@@ -221,6 +221,14 @@ func (c *DedupCache) Insert(key DedupHash, seq uint64, expires int64) (evicted D
 	}
 	var pos int
 	if len(c.ring) < c.Size {
+		if len(c.ring) == cap(c.ring) {
+			// Doubling up to Size, not append's steps of 1.25 for
+			// large slices: filling copies about twice the ring's
+			// final size in all, not five times.
+			ring := make([]dedupSlot, len(c.ring), min(c.Size, max(64, 2*cap(c.ring))))
+			copy(ring, c.ring)
+			c.ring = ring
+		}
 		c.ring = append(c.ring, dedupSlot{})
 		pos = len(c.ring) - 1
 	} else {
