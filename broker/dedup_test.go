@@ -173,6 +173,7 @@ func TestDedupExpiredAddedAgain(t *testing.T) {
 	ch := open(t, dial(t, s))
 	q := dedupSetup(t, ch, "again", "x-message-deduplication", false, amqp091.Table{"x-cache-size": int32(2), "x-cache-ttl": int32(200)})
 	publishDedup(t, ch, "again", "", false, "a", nil)
+	depth(t, ch, q)                    // a is in the cache
 	time.Sleep(300 * time.Millisecond) // past a's TTL
 	publishDedup(t, ch, "again", "", false, "a", amqp091.Table{"x-cache-ttl": int32(60_000)})
 	publishDedup(t, ch, "again", "", false, "b", longCacheTTL)
