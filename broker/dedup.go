@@ -37,11 +37,10 @@ type dedupCache struct {
 	// id names the exchange in the store (exchangePlug.id).
 	id uint64
 
-	// mu guards the fields below (a leaf lock).
-	mu      sync.Mutex
-	expires map[string]int64 // key → unix ms (0 = never)
-	order   []string         // insertion order, a ring of size entries
-	head    int              // oldest in order
+	// mu guards keys (a leaf lock): entries' Expires is unix ms (0 =
+	// never).
+	mu   sync.Mutex
+	keys queue.DedupCache
 }
 
 // parseDedupArgs reads the deduplication arguments of an exchange: on
@@ -78,109 +77,98 @@ func parseDedupArgs(isType bool, args amqp.Table, cls, mth uint16) (*dedupCache,
 			return nil, amqp.Errorf(amqp.PreconditionFailed, cls, mth, "x-cache-persistence must be 'memory' or 'disk', got '%v'", v)
 		}
 	}
+	c.keys.Size = c.size
 	return c, nil
 }
 
-// dedupKeyOf is the cache key of a message and the TTL its x-cache-ttl
-// header asks for (queue.DedupKey: exchanges and queues key alike).
-func dedupKeyOf(header []byte) (string, int64, bool) { return queue.DedupKey(header) }
-
 // seen reports whether key is in the cache and live at now; if not, it
-// adds it with ttl (-1 = the cache's). Entries evicted or found expired
-// are reported through drop (for the store), outside of nothing: drop is
-// called with c.mu held and must not block.
-func (c *dedupCache) seen(key string, ttl, now int64, drop func(string)) (dup bool, expires int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if exp, ok := c.expires[key]; ok {
-		if exp == 0 || exp > now {
-			return true, 0
-		}
-		delete(c.expires, key) // expired: its slot in order stays until reused
-	}
+// adds it with ttl (-1 = the cache's), returning its expiry and the key it
+// evicted (evicted true). An entry found expired is removed first, so
+// that the key is added again as the newest.
+func (c *dedupCache) seen(key queue.DedupHash, ttl, now int64) (dup bool, expires int64, old queue.DedupHash, evicted bool) {
 	if ttl < 0 {
 		ttl = c.ttl
 	}
 	if ttl > 0 {
 		expires = now + ttl
 	}
-	c.insertLocked(key, expires, drop)
-	return false, expires
-}
-
-// insertLocked adds key, evicting the oldest entry when full.
-func (c *dedupCache) insertLocked(key string, expires int64, drop func(string)) {
-	if c.expires == nil {
-		c.expires = make(map[string]int64)
-	}
-	if len(c.order) < c.size {
-		c.order = append(c.order, key)
-	} else {
-		old := c.order[c.head]
-		// The ring slot may name a key re-added since (expired, then seen
-		// again): only evict it if it is not the same slot's newer entry.
-		if _, ok := c.expires[old]; ok && old != key {
-			delete(c.expires, old)
-			if drop != nil {
-				drop(old)
-			}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.keys.Find(key); ok {
+		if e.Expires == 0 || e.Expires > now {
+			return true, 0, old, false
 		}
-		c.order[c.head] = key
-		c.head = (c.head + 1) % c.size
+		c.keys.Remove(e)
 	}
-	c.expires[key] = expires
+	old, evicted = c.keys.Insert(key, 0, expires)
+	return false, expires, old, evicted
 }
 
 // len is the number of entries (management API).
 func (c *dedupCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.expires)
+	return c.keys.Len()
 }
 
 // isDuplicate checks msg against ex's cache and records it when new.
 func (ch *channel) isDuplicate(ex *exchangeEntity, msg *queue.Message) bool {
 	c := ex.plug.dedup
-	key, ttl, ok := dedupKeyOf(msg.Header)
+	key, ttl, ok := queue.DedupKeyOf(msg.Header)
 	if !ok {
 		return false
 	}
-	st := ch.c.b.cfg.Store
-	persist := c.persist && st != nil
-	var evicted []string
-	var drop func(string)
-	if persist {
-		drop = func(k string) { evicted = append(evicted, k) }
-	}
-	dup, expires := c.seen(key, ttl, nowMs(), drop)
-	if persist && !dup {
-		for _, k := range evicted {
-			st.DeleteDedup(c.id, k)
+	dup, expires, old, evicted := c.seen(key, ttl, nowMs())
+	if st := ch.c.b.cfg.Store; c.persist && st != nil && !dup {
+		if evicted {
+			st.DeleteDedup(c.id, old)
 		}
 		st.PutDedup(c.id, key, expires)
 	}
 	return dup
 }
 
-// loadDedup fills a persistent cache from the store at recovery.
+// loadDedup fills a persistent cache from the store at recovery, oldest
+// entry first. Entries stored with their key's text (before keys were
+// hashes) are stored again as hashes.
 func (b *Broker) loadDedup(c *dedupCache) error {
 	st := b.cfg.Store
 	if st == nil || !c.persist {
 		return nil
 	}
 	now := nowMs()
-	var stale []string
-	err := st.LoadDedup(c.id, func(key string, expires int64) {
+	var stale []queue.DedupHash
+	var texts [][]byte
+	err := st.LoadDedup(c.id, func(k []byte, hashed bool, expires int64) {
+		var key queue.DedupHash
+		if hashed {
+			key = queue.DedupHashOf(k)
+		} else {
+			texts = append(texts, append([]byte(nil), k...))
+			key = queue.DedupKeyOfLegacy(string(k))
+		}
 		if expires != 0 && expires <= now {
-			stale = append(stale, key)
+			if hashed {
+				stale = append(stale, key)
+			}
 			return
 		}
 		c.mu.Lock()
-		c.insertLocked(key, expires, func(k string) { stale = append(stale, k) })
+		if _, ok := c.keys.Find(key); !ok {
+			if old, ok := c.keys.Insert(key, 0, expires); ok {
+				stale = append(stale, old)
+			}
+		}
 		c.mu.Unlock()
+		if !hashed {
+			st.PutDedup(c.id, key, expires)
+		}
 	})
 	for _, k := range stale {
 		st.DeleteDedup(c.id, k)
+	}
+	for _, k := range texts {
+		st.DeleteDedupText(c.id, k)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,79 @@ func TestDedupPersistentCache(t *testing.T) {
 	}
 	if n := depth(t, ch, qm); n != 2 {
 		t.Fatalf("memory cache: %d messages, want 2", n)
+	}
+}
+
+// TestDedupHeaderValueTypes: the key of each type of header value. A
+// string and a byte array of the same bytes are one key, integers of the
+// same value whatever their width one key, the string "5" not the integer
+// 5's; a long string is a key as any; without the header nothing is
+// checked.
+func TestDedupHeaderValueTypes(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	q := dedupSetup(t, ch, "types", "x-message-deduplication", false, amqp091.Table{"x-cache-size": int32(100)})
+	long := strings.Repeat("long-", 100)
+	for _, v := range []any{
+		"k", []byte("k"), // one key
+		int32(5), int64(5), int16(5), // one key
+		"5",                      // another
+		long, long, []byte(long), // one key
+	} {
+		publishDedup(t, ch, "types", "", false, v, amqp091.Table{"other": "x"})
+	}
+	publishDedup(t, ch, "types", "", false, nil, amqp091.Table{"other": "x"})
+	publishDedup(t, ch, "types", "", false, nil, nil)
+	if n := depth(t, ch, q); n != 6 {
+		t.Fatalf("%d messages routed, want 6 (k, 5, \"5\", the long one and two without the header)", n)
+	}
+}
+
+// TestDedupExpiredAddedAgain: a key found expired is added again as the
+// newest entry, and the place it had does not evict anything.
+func TestDedupExpiredAddedAgain(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	q := dedupSetup(t, ch, "again", "x-message-deduplication", false, amqp091.Table{"x-cache-size": int32(2), "x-cache-ttl": int32(200)})
+	publishDedup(t, ch, "again", "", false, "a", nil)
+	depth(t, ch, q)                    // a is in the cache
+	time.Sleep(300 * time.Millisecond) // past a's TTL
+	publishDedup(t, ch, "again", "", false, "a", amqp091.Table{"x-cache-ttl": int32(60_000)})
+	publishDedup(t, ch, "again", "", false, "b", longCacheTTL)
+	publishDedup(t, ch, "again", "", false, "a", nil)          // a duplicate: a is kept
+	publishDedup(t, ch, "again", "", false, "c", longCacheTTL) // evicts a, the oldest
+	publishDedup(t, ch, "again", "", false, "b", nil)          // a duplicate
+	publishDedup(t, ch, "again", "", false, "a", nil)          // new again
+	if n := depth(t, ch, q); n != 5 {
+		t.Fatalf("%d messages routed, want 5 (a, a again, b, c, a after its eviction)", n)
+	}
+}
+
+var longCacheTTL = amqp091.Table{"x-cache-ttl": int32(60_000)}
+
+// TestDedupPersistentEviction: an entry evicted from a persistent cache
+// is forgotten by the store too: after a restart its key is new, the
+// others still duplicates.
+func TestDedupPersistentEviction(t *testing.T) {
+	dir := t.TempDir()
+	s, stop := startOn(t, dir)
+	ch := open(t, dial(t, s))
+	q := dedupSetup(t, ch, "pe", "x-message-deduplication", true, amqp091.Table{"x-cache-size": int32(2), "x-cache-persistence": "disk"})
+	for _, k := range []any{"a", "b", int32(3)} { // 3 evicts a
+		publishDedup(t, ch, "pe", "", false, k, nil)
+	}
+	if n := depth(t, ch, q); n != 3 {
+		t.Fatalf("%d messages, want 3", n)
+	}
+	stop()
+
+	s, stop = startOn(t, dir)
+	defer stop()
+	ch = open(t, dial(t, s))
+	for _, k := range []any{"b", int64(3), "a"} {
+		publishDedup(t, ch, "pe", "", false, k, nil)
+	}
+	if n := depth(t, ch, q); n != 4 {
+		t.Fatalf("%d messages after the restart, want 4 (b and 3 dropped, a new)", n)
 	}
 }

@@ -217,7 +217,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 				Expires:     recoveredExpires(qe.recoveredExpiry(msg, now), m.Expires),
 			}
 			if qe.dedup != nil {
-				if k, _, ok := queue.DedupKey(m.Header); ok {
+				if k, _, ok := queue.DedupKeyOf(m.Header); ok {
 					qe.q.Dedup().Add(k, seq, 0, nil) // in the queue: no window
 				}
 			}

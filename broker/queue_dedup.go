@@ -49,13 +49,13 @@ func parseQueueDedup(args amqp.Table, cfg *queue.Config) (*queueDedup, error) {
 // it reports whether msg is a duplicate, and otherwise the key and TTL to
 // record once it has a sequence number (ok false: nothing to record).
 // Hold qe.mu.
-func (qe *queueEntity) dedupLocked(msg *queue.Message, now int64) (dup bool, key string, ttl int64, ok bool) {
-	key, ttl, ok = queue.DedupKey(msg.Header)
+func (qe *queueEntity) dedupLocked(msg *queue.Message, now int64) (dup bool, key queue.DedupHash, ttl int64, ok bool) {
+	key, ttl, ok = queue.DedupKeyOf(msg.Header)
 	if !ok {
-		return false, "", 0, false
+		return false, key, 0, false
 	}
 	if qe.q.Dedup().Duplicate(qe.q, key, now) {
-		return true, "", 0, false
+		return true, key, 0, false
 	}
 	return false, key, ttl, true
 }
@@ -99,7 +99,8 @@ func (ch *channel) enqueueDedupLocked(qe *queueEntity, msg *queue.Message, ttl i
 	if !qe.q.Has(seq) {
 		seq = 0 // accepted but not kept (a TTL of 0): the window only
 	}
-	for _, k := range cache.Add(key, seq, expires, nil) {
+	var evicted [1]queue.DedupHash
+	for _, k := range cache.Add(key, seq, expires, evicted[:0]) {
 		if id != 0 {
 			st.DeleteDedup(id, k)
 		}
@@ -125,11 +126,26 @@ func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
 		return nil
 	}
 	d := qe.q.Dedup()
-	var stale []string
-	err := st.LoadDedup(id, func(key string, expires int64) {
+	var stale []queue.DedupHash
+	var texts [][]byte
+	err := st.LoadDedup(id, func(k []byte, hashed bool, expires int64) {
+		var key queue.DedupHash
+		if hashed {
+			key = queue.DedupHashOf(k)
+		} else {
+			// Stored with its text, before keys were hashes: stored
+			// again as its hash.
+			texts = append(texts, append([]byte(nil), k...))
+			key = queue.DedupKeyOfLegacy(string(k))
+		}
 		if expires <= now {
-			stale = append(stale, key)
+			if hashed {
+				stale = append(stale, key)
+			}
 			return
+		}
+		if !hashed {
+			st.PutDedup(id, key, expires)
 		}
 		if d.Extend(key, expires) {
 			return
@@ -138,6 +154,9 @@ func (b *Broker) loadQueueDedup(qe *queueEntity, now int64) error {
 	})
 	for _, k := range stale {
 		st.DeleteDedup(id, k)
+	}
+	for _, k := range texts {
+		st.DeleteDedupText(id, k)
 	}
 	return err
 }

@@ -6,7 +6,9 @@
 // delivery limits, the dead-letter decisions (with the x-death bookkeeping
 // of AddDeath), the deduplication of resent publishes (dedup.go), the
 // deduplication cache of x-message-deduplication (msgdedup.go: messages
-// keyed by a header, checked by OpEnqueue), and the queue's own expiry.
+// keyed by a header, checked by OpEnqueue; its keys, 128-bit hashes of the
+// header's value, and the allocation-free cache, shared with the broker's
+// deduplicating exchanges, in dedupcache.go), and the queue's own expiry.
 //
 // A Queue owns no goroutine, does no I/O and reads no clock. The caller (the
 // broker) serialises every call with its own lock.

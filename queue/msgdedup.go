@@ -1,11 +1,7 @@
 package queue
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
-
-	"github.com/warrenmq/warren/amqp"
 )
 
 // Queue-level deduplication (x-message-deduplication=true as a queue
@@ -29,13 +25,13 @@ import (
 const (
 	DedupHeader    = "x-deduplication-header"
 	DedupTTLHeader = "x-cache-ttl"
-	// maxInlineDedupKey: longer keys are kept as their SHA-256.
-	maxInlineDedupKey = 200
 )
 
 // Dedup is a deduplication cache: keys with the message kept for each (0:
 // none in the queue) and the end of their windows. The zero value with
-// Size set is ready to use.
+// Size set is ready to use. Keys are only added or updated, never removed
+// but by eviction, so its ring has no holes and a snapshot (keys oldest
+// first) restores the same order of eviction.
 type Dedup struct {
 	// Size bounds the keys kept; TTL is the default window in ms (0:
 	// none).
@@ -44,49 +40,7 @@ type Dedup struct {
 	// Dropped counts the duplicates not enqueued.
 	Dropped int64
 
-	entries map[string]dedupEntry
-	order   []string // insertion order, a ring of Size keys
-	head    int
-}
-
-// dedupEntry is a key's message and the end of its TTL window.
-type dedupEntry struct {
-	seq     uint64 // 0 = none in the queue
-	expires int64  // unix ms, 0 = no window
-}
-
-// DedupKey is the cache key of a message with header (a content header
-// frame's payload): its x-deduplication-header value as text, and whether
-// it has one; and the window its x-cache-ttl header asks for (-1: none).
-func DedupKey(header []byte) (key string, ttl int64, ok bool) {
-	if len(header) < 14 || header[12]&byte(amqp.FlagHeaders>>8) == 0 {
-		return "", -1, false
-	}
-	var h amqp.ContentHeader
-	if err := amqp.DecodeContentHeader(header, &h); err != nil {
-		return "", -1, false
-	}
-	v, ok := h.Properties.Headers[DedupHeader]
-	if !ok {
-		return "", -1, false
-	}
-	switch x := v.(type) {
-	case string:
-		key = x
-	case []byte:
-		key = string(x)
-	default:
-		key = fmt.Sprintf("%T:%v", v, v)
-	}
-	if len(key) > maxInlineDedupKey {
-		sum := sha256.Sum256([]byte(key))
-		key = "\x00" + string(sum[:])
-	}
-	ttl = -1
-	if n, isInt := IntArg(h.Properties.Headers[DedupTTLHeader]); isInt && n >= 0 {
-		ttl = n
-	}
-	return key, ttl, true
+	cache DedupCache
 }
 
 // IntArg is v, a value of a field table (an argument or header), as an
@@ -115,12 +69,12 @@ func IntArg(v any) (int64, bool) {
 
 // Duplicate reports whether key is live in the cache at now: its window
 // has not ended or its message is still in q.
-func (d *Dedup) Duplicate(q *Queue, key string, now int64) bool {
-	e, ok := d.entries[key]
+func (d *Dedup) Duplicate(q *Queue, key DedupHash, now int64) bool {
+	e, ok := d.cache.Find(key)
 	if !ok {
 		return false
 	}
-	return (e.expires != 0 && e.expires > now) || (e.seq != 0 && q.Has(e.seq))
+	return (e.Expires != 0 && e.Expires > now) || (e.Seq != 0 && q.Has(e.Seq))
 }
 
 // Window is the end of the window of a key enqueued at now with ttl (-1:
@@ -136,46 +90,41 @@ func (d *Dedup) Window(ttl, now int64) int64 {
 }
 
 // Add records key for message seq (0: not kept) with a window to expires
-// (0: none), returning the keys it evicted appended to evicted.
-func (d *Dedup) Add(key string, seq uint64, expires int64, evicted []string) []string {
-	if d.entries == nil {
-		d.entries = make(map[string]dedupEntry)
+// (0: none), returning the keys it evicted appended to evicted. A key
+// already cached keeps its place in the order of eviction.
+func (d *Dedup) Add(key DedupHash, seq uint64, expires int64, evicted []DedupHash) []DedupHash {
+	if e, ok := d.cache.Find(key); ok {
+		e.Seq, e.Expires = seq, expires
+		d.cache.Update(e)
+		return evicted
 	}
-	if _, ok := d.entries[key]; !ok {
-		if len(d.order) < d.Size {
-			d.order = append(d.order, key)
-		} else {
-			old := d.order[d.head]
-			delete(d.entries, old)
-			evicted = append(evicted, old)
-			d.order[d.head] = key
-			d.head = (d.head + 1) % d.Size
-		}
+	d.cache.Size = d.Size
+	if old, ok := d.cache.Insert(key, seq, expires); ok {
+		evicted = append(evicted, old)
 	}
-	d.entries[key] = dedupEntry{seq: seq, expires: expires}
 	return evicted
 }
 
 // Extend sets the window of key, when it is cached, to expires and reports
 // whether it was.
-func (d *Dedup) Extend(key string, expires int64) bool {
-	e, ok := d.entries[key]
+func (d *Dedup) Extend(key DedupHash, expires int64) bool {
+	e, ok := d.cache.Find(key)
 	if ok {
-		e.expires = expires
-		d.entries[key] = e
+		e.Expires = expires
+		d.cache.Update(e)
 	}
 	return ok
 }
 
 // Len is the number of keys kept.
-func (d *Dedup) Len() int { return len(d.entries) }
+func (d *Dedup) Len() int { return d.cache.Len() }
 
 // enqueueDedup is OpEnqueue on a deduplicating queue: a duplicate is
 // counted and confirmed, not enqueued; anything else goes through
 // applyEnqueue and, when it has the header and was accepted, is recorded.
 func (q *Queue) enqueueDedup(cmd *Cmd, out []Effect) []Effect {
 	d := q.dedup
-	key, ttl, ok := DedupKey(cmd.Msg.Header)
+	key, ttl, ok := DedupKeyOf(cmd.Msg.Header)
 	if !ok {
 		return q.applyEnqueue(cmd, out)
 	}
@@ -204,25 +153,35 @@ func (q *Queue) enqueueDedup(cmd *Cmd, out []Effect) []Effect {
 }
 
 // appendSnapshot appends the cache: the count of duplicates and its keys
-// oldest first (its bounds are in the queue's Config).
+// oldest first, each as its 16 bytes, message and window (its bounds are
+// in the queue's Config). Snapshots before version 5 held each key as a
+// string (restore).
 func (d *Dedup) appendSnapshot(b []byte) []byte {
 	b = binary.AppendVarint(b, d.Dropped)
-	b = binary.AppendUvarint(b, uint64(len(d.order)))
-	for i := range d.order {
-		k := d.order[(d.head+i)%len(d.order)]
-		e := d.entries[k]
-		b = appendString(b, k)
-		b = binary.AppendUvarint(b, e.seq)
-		b = binary.AppendVarint(b, e.expires)
-	}
+	b = binary.AppendUvarint(b, uint64(d.cache.Len()))
+	d.cache.Each(func(k DedupHash, seq uint64, expires int64) {
+		b = append(b, k[:]...)
+		b = binary.AppendUvarint(b, seq)
+		b = binary.AppendVarint(b, expires)
+	})
 	return b
 }
 
-// restore reads into d, empty, what appendSnapshot wrote.
-func (d *Dedup) restore(r *snapReader) {
+// restore reads into d, empty, what appendSnapshot of version wrote.
+func (d *Dedup) restore(r *snapReader, version byte) {
 	d.Dropped = r.varint()
 	for range r.count() {
-		k := r.string()
+		var k DedupHash
+		if version >= 5 {
+			if len(r.b) < 16 {
+				r.fail()
+				return
+			}
+			k = DedupHash(r.b[:16])
+			r.b = r.b[16:]
+		} else {
+			k = DedupKeyOfLegacy(r.string())
+		}
 		seq, exp := r.uvarint(), r.varint()
 		if r.err != nil {
 			return

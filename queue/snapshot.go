@@ -25,8 +25,9 @@ var ErrBadSnapshot = errors.New("queue: bad snapshot")
 // snapshotVersion 2 added Config.GroupHeader and the message groups,
 // version 3 the deduplication cache (Config.DedupSize, DedupTTL and its
 // keys), version 4 Config.DeadLetterAtLeastOnce and the discards
-// (discards.go); older snapshots are still read.
-const snapshotVersion = 4
+// (discards.go), version 5 the deduplication keys as their DedupHash
+// (dedupcache.go) instead of strings; older snapshots are still read.
+const snapshotVersion = 5
 
 // AppendSnapshot appends the queue's state to b.
 func (q *Queue) AppendSnapshot(b []byte) []byte {
@@ -214,7 +215,7 @@ func (q *Queue) RestoreSnapshot(b []byte) error {
 		}
 	}
 	if n.dedup != nil && r.err == nil {
-		n.dedup.restore(r)
+		n.dedup.restore(r, version)
 	}
 	if version >= 4 && r.err == nil {
 		n.restoreDiscards(r)

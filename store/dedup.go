@@ -6,49 +6,71 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// Deduplication caches of exchanges with x-cache-persistence=disk:
+// Deduplication caches of exchanges with x-cache-persistence=disk (and of
+// queues', under ids of their own):
 //
-//	'u' exchangeID(8) key     entry of the cache: value uvarint expires (unix ms, 0 = never)
+//	'u' exchangeID(8) key     entry of the cache: value uvarint expires (unix ms, 0 = never),
+//	                          then dedupHashed when key is a key's 16-byte hash
 //
-// Written and deleted through the journal writer without a sync of their own: an entry
-// rides with the next group commit, so a crash may forget the last ones written.
+// Entries written before keys were hashes have the key's text and no
+// marker (LoadDedup reports them as such). Written and deleted through the
+// journal writer without a sync or a wait of their own: an entry rides
+// with the next group commit, so a crash may forget the last ones written,
+// and a publish never waits for one.
 
 const prefixDedup = 'u'
 
-// maxDedupKey bounds a cache key: a set op holds its key length in one byte.
-const maxDedupKey = 255 - 9
+// dedupHashed marks, after the expiry, an entry whose key is a hash.
+const dedupHashed = 'h'
 
-func dedupKey(exchange uint64, key string) []byte {
-	b := make([]byte, 0, 9+len(key))
-	b = append(b, prefixDedup)
-	b = binary.BigEndian.AppendUint64(b, exchange)
-	return append(b, key...)
+// dedupKeyLen is the length of an entry's key in the store.
+const dedupKeyLen = 9 + 16
+
+func putDedupKey(b []byte, exchange uint64, key [16]byte) {
+	b[0] = prefixDedup
+	binary.BigEndian.PutUint64(b[1:], exchange)
+	copy(b[9:], key[:])
 }
 
-// PutDedup records key in the cache of exchange, expiring at expires (unix ms, 0 =
-// never). It does not wait. Keys over 246 bytes are not stored.
-func (s *Store) PutDedup(exchange uint64, key string, expires int64) {
-	if len(key) > maxDedupKey {
-		return
-	}
-	k := dedupKey(exchange, key)
-	buf, n := encodeSetOp(k, binary.AppendUvarint(nil, uint64(max(expires, 0))), nil)
-	s.submit([]op{{kind: opSet, buf: buf, n: n}}, true, false, nil)
+// PutDedup records key in the cache of exchange, expiring at expires (unix
+// ms, 0 = never). It does not wait, for the write or for the journal's
+// backlog: the entry is written with the next group commit.
+func (s *Store) PutDedup(exchange uint64, key [16]byte, expires int64) {
+	var k [dedupKeyLen]byte
+	putDedupKey(k[:], exchange, key)
+	var v [binary.MaxVarintLen64 + 1]byte
+	n := binary.PutUvarint(v[:], uint64(max(expires, 0)))
+	v[n] = dedupHashed
+	buf, sz := encodeSetOp(k[:], v[:n+1], nil)
+	s.submit([]op{{kind: opSet, buf: buf, n: sz}}, false, false, nil)
 }
 
 // DeleteDedup forgets key from the cache of exchange. It does not wait.
-func (s *Store) DeleteDedup(exchange uint64, key string) {
-	if len(key) > maxDedupKey {
-		return
-	}
-	s.submit([]op{{kind: opDelete, buf: dedupKey(exchange, key)}}, false, false, nil)
+func (s *Store) DeleteDedup(exchange uint64, key [16]byte) {
+	k := make([]byte, dedupKeyLen)
+	putDedupKey(k, exchange, key)
+	s.submit([]op{{kind: opDelete, buf: k}}, false, false, nil)
 }
 
-// LoadDedup calls fn with each entry of the cache of exchange.
-func (s *Store) LoadDedup(exchange uint64, fn func(key string, expires int64)) error {
-	prefix := dedupKey(exchange, "")
+// DeleteDedupText forgets an entry written with its key's text (LoadDedup
+// reports it so). It does not wait.
+func (s *Store) DeleteDedupText(exchange uint64, key []byte) {
+	k := make([]byte, 0, 9+len(key))
+	k = append(k, prefixDedup)
+	k = binary.BigEndian.AppendUint64(k, exchange)
+	k = append(k, key...)
+	s.submit([]op{{kind: opDelete, buf: k}}, false, false, nil)
+}
+
+// LoadDedup calls fn with each entry of the cache of exchange: key is its
+// 16-byte hash when hashed, else the key's text (an entry written before
+// keys were hashes); key is only valid during the call.
+func (s *Store) LoadDedup(exchange uint64, fn func(key []byte, hashed bool, expires int64)) error {
+	var prefix [9]byte
+	prefix[0] = prefixDedup
+	binary.BigEndian.PutUint64(prefix[1:], exchange)
 	return s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix[:]})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
@@ -64,7 +86,9 @@ func (s *Store) LoadDedup(exchange uint64, fn func(key string, expires int64)) e
 			if n <= 0 {
 				continue
 			}
-			fn(string(item.Key()[len(prefix):]), int64(exp))
+			key := item.Key()[len(prefix):]
+			hashed := len(data) == n+1 && data[n] == dedupHashed && len(key) == 16
+			fn(key, hashed, int64(exp))
 		}
 		return nil
 	})
