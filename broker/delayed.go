@@ -21,17 +21,18 @@ import (
 // an exchange with a positive integer x-delay header (milliseconds) is not
 // routed at once: it goes to the store under a key ordered by due time
 // (store/delayed.go) and its publisher confirm comes once it is durable.
-// One scheduler goroutine per broker (runDelayed) sleeps until the
-// earliest due time, reads what is due from the store in key order, a
-// batch at a time, routes it through the exchange as a publish made then
+// One scheduler goroutine per broker (runDelayed) routes each message at
+// its due time from its window (delayedState.win: every stored message
+// due up to winEnd, in memory, refilled from the store ahead of time by
+// a goroutine of its own), through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
 // and deletes it once the queues it went to have their copies safe
-// (fireDue, firer: without waiting, reading on after it; what is due
-// within delayedLookahead is read before the scheduler sleeps). A copy
-// not confirmed keeps the record, routed again a second later or after a
-// restart: at-least-once, duplicates only then. Nothing per message stays
-// in memory: bodies are on disk, a batch of at most delayedBatch messages
-// (and delayedUnsettled awaiting confirms) is in RAM while it is routed.
+// (firing, firer), without waiting. A copy not confirmed keeps the
+// record, routed again a second later or after a restart: at-least-once,
+// duplicates only then. Nothing per waiting message stays in memory but
+// the window's (at most delayedWindowCount messages, delayedWindowBytes,
+// typically those due within seconds) and delayedUnsettled awaiting
+// confirms.
 //
 // mandatory cannot be answered at publish time: Warren accepts the message
 // (no basic.return); at its due time a message no queue takes goes to the
@@ -43,8 +44,8 @@ import (
 // the keys of exchanges that are gone. Without a store, delayed exchanges
 // route at once.
 
-// delayedBatch is how many due messages the scheduler routes per store
-// read.
+// delayedBatch bounds the window (delayedWindowCount) and, twice over,
+// the messages awaiting confirms (delayedUnsettled).
 const delayedBatch = 16384
 
 // delayedExchange is the delayed part of an exchange.
@@ -722,8 +723,8 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			retryAt = now + delayedRetry
 		}
 		startRefill(now)
-		next := d.wakeAt(refill == nil)
-		if refill == nil && refillAfter > now {
+		next := d.wakeAt(refill == nil && now >= refillAfter)
+		if refill == nil && now < refillAfter {
 			next = min(next, refillAfter)
 		}
 		if len(retry) > 0 {
