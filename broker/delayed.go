@@ -1,8 +1,9 @@
 package broker
 
 import (
-	"errors"
+	"cmp"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,17 +21,18 @@ import (
 // an exchange with a positive integer x-delay header (milliseconds) is not
 // routed at once: it goes to the store under a key ordered by due time
 // (store/delayed.go) and its publisher confirm comes once it is durable.
-// One scheduler goroutine per broker (runDelayed) sleeps until the
-// earliest due time, reads what is due from the store in key order, a
-// batch at a time, routes it through the exchange as a publish made then
+// One scheduler goroutine per broker (runDelayed) routes each message at
+// its due time from its window (delayedState.win: every stored message
+// due up to winEnd, in memory, refilled from the store ahead of time by
+// a goroutine of its own), through the exchange as a publish made then
 // (its type, bindings, alternate exchange, the queues' TTLs and limits),
 // and deletes it once the queues it went to have their copies safe
-// (fireDue, firer: without waiting, reading on after it; what is due
-// within delayedLookahead is read before the scheduler sleeps). A copy
-// not confirmed keeps the record, routed again a second later or after a
-// restart: at-least-once, duplicates only then. Nothing per message stays
-// in memory: bodies are on disk, a batch of at most delayedBatch messages
-// (and delayedUnsettled awaiting confirms) is in RAM while it is routed.
+// (firing, firer), without waiting. A copy not confirmed keeps the
+// record, routed again a second later or after a restart: at-least-once,
+// duplicates only then. Nothing per waiting message stays in memory but
+// the window's (at most delayedWindowCount messages, delayedWindowBytes,
+// typically those due within seconds) and delayedUnsettled awaiting
+// confirms.
 //
 // mandatory cannot be answered at publish time: Warren accepts the message
 // (no basic.return); at its due time a message no queue takes goes to the
@@ -42,8 +44,8 @@ import (
 // the keys of exchanges that are gone. Without a store, delayed exchanges
 // route at once.
 
-// delayedBatch is how many due messages the scheduler routes per store
-// read.
+// delayedBatch bounds the window (delayedWindowCount) and, twice over,
+// the messages awaiting confirms (delayedUnsettled).
 const delayedBatch = 16384
 
 // delayedExchange is the delayed part of an exchange.
@@ -66,11 +68,8 @@ type delayedState struct {
 	transient uint64
 	// seq orders messages of one due time.
 	seq atomic.Uint64
-	// next is the earliest due time the scheduler sleeps towards
-	// (math.MaxInt64 when none); a store completion with an earlier one
-	// lowers it and wakes the scheduler.
-	next atomic.Int64
-	// wake has room for one signal.
+	// wake has room for one signal: a message stored ahead of the
+	// window's first, or an exchange deleted.
 	wake chan struct{}
 	// sweep asks the scheduler to delete the messages of deleted exchanges.
 	sweep atomic.Bool
@@ -83,8 +82,21 @@ type delayedState struct {
 	// epoch anchors clock (set once).
 	epochOnce sync.Once
 	epoch     time.Time
-	// late counts routed messages by lateness (latenessBounds).
-	late [len(latenessBounds) + 1]atomic.Int64
+	// late counts routed messages by lateness (latenessBounds); lateMax
+	// is the latest, in ms.
+	late    [len(latenessBounds) + 1]atomic.Int64
+	lateMax atomic.Int64
+
+	// winMu guards the window (a leaf lock): win holds every stored
+	// message whose key is at most winEnd and that the scheduler has not
+	// taken yet, in key order (a heap), their bodies winBytes.
+	winMu    sync.Mutex
+	win      delayedHeap
+	winBytes int
+	winEnd   store.DelayedKey
+	// refill is the store read in progress (nil for none): the messages
+	// stored meanwhile after winEnd are noted in it.
+	refill *delayedRefill
 }
 
 // latenessBounds are the upper bounds, in ms, of the buckets in which the
@@ -99,6 +111,8 @@ func (d *delayedState) noteLate(ms int64) {
 		i++
 	}
 	d.late[i].Add(1)
+	for cur := d.lateMax.Load(); ms > cur && !d.lateMax.CompareAndSwap(cur, ms); cur = d.lateMax.Load() {
+	}
 }
 
 // DelayedLateness reports how late the scheduler routed delayed messages
@@ -142,23 +156,119 @@ func (d *delayedState) signal() {
 	}
 }
 
-// noteDue tells the scheduler of a message due at due, now durable.
-func (d *delayedState) noteDue(due int64) {
-	if d.lower(due) {
+// noteStored puts m, now durable, in the window if its key is within
+// it (waking the scheduler when it is the window's first), else in the
+// refill in progress, if any: a message the window does not take is read
+// from the store by a later refill.
+func (d *delayedState) noteStored(m *store.Delayed) {
+	d.winMu.Lock()
+	first := false
+	if !keyLess(d.winEnd, m.Key) {
+		d.win.push(m)
+		d.winBytes += delayedSize(m)
+		first = d.win[0] == m
+		d.trimLocked()
+	} else if r := d.refill; r != nil && (!r.capped || m.Key.Due <= r.until) {
+		r.stored = append(r.stored, m)
+		if len(r.stored) > delayedWindowCount && !r.capped {
+			// Far ones are left to the next refill.
+			r.capped = true
+			r.stored = slices.DeleteFunc(r.stored, func(m *store.Delayed) bool { return m.Key.Due > r.until })
+		}
+	}
+	d.winMu.Unlock()
+	if first {
 		d.signal()
 	}
 }
 
-// lower sets next to due if that is earlier, and reports whether it did.
-func (d *delayedState) lower(due int64) bool {
+// trimLocked keeps the window within delayedWindowCount messages and
+// delayedWindowBytes: over either, it keeps its first half, in key order,
+// and moves winEnd back to the last kept (the others stay in the store,
+// for a later refill).
+func (d *delayedState) trimLocked() {
+	if len(d.win) <= delayedWindowCount && d.winBytes <= delayedWindowBytes || len(d.win) < 2 {
+		return
+	}
+	slices.SortFunc(d.win, func(a, b *store.Delayed) int { return keyCmp(a.Key, b.Key) }) // a sorted slice is a heap
+	keep := len(d.win) / 2
+	clear(d.win[keep:])
+	d.win = d.win[:keep]
+	d.winEnd = d.win[keep-1].Key
+	d.winBytes = 0
+	for _, m := range d.win {
+		d.winBytes += delayedSize(m)
+	}
+}
+
+// delayedSize is about what m takes in memory.
+func delayedSize(m *store.Delayed) int {
+	return 160 + len(m.VHost) + len(m.Exchange) + len(m.RoutingKey) + len(m.Header) + len(m.Body)
+}
+
+// keyCmp orders delayed keys: by due time, then sequence.
+func keyCmp(a, b store.DelayedKey) int {
+	switch {
+	case a.Due != b.Due:
+		return cmp.Compare(a.Due, b.Due)
+	case a.Seq != b.Seq:
+		return cmp.Compare(a.Seq, b.Seq)
+	}
+	return cmp.Compare(a.Exchange, b.Exchange)
+}
+
+func keyLess(a, b store.DelayedKey) bool { return keyCmp(a, b) < 0 }
+
+// delayedHeap is a min-heap of delayed messages by key.
+type delayedHeap []*store.Delayed
+
+func (h *delayedHeap) push(m *store.Delayed) {
+	*h = append(*h, m)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !keyLess(s[i].Key, s[p].Key) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *delayedHeap) pop() *store.Delayed {
+	s := *h
+	m := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = nil
+	s = s[:n]
+	*h = s
+	h.down(0)
+	return m
+}
+
+func (h delayedHeap) down(i int) {
 	for {
-		cur := d.next.Load()
-		if due >= cur {
-			return false
+		l := 2*i + 1
+		if l >= len(h) {
+			return
 		}
-		if d.next.CompareAndSwap(cur, due) {
-			return true
+		c := l
+		if r := l + 1; r < len(h) && keyLess(h[r].Key, h[l].Key) {
+			c = r
 		}
+		if !keyLess(h[c].Key, h[i].Key) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// heapify restores the heap order of h after it was filtered.
+func (h delayedHeap) heapify() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
 }
 
@@ -255,7 +365,7 @@ func (ch *channel) delayPublish(ex *exchangeEntity, msg *queue.Message, confirmS
 	st.AppendDelayed(m, func(err error) {
 		if err == nil {
 			de.waiting.Add(1)
-			b.delayed.noteDue(due)
+			b.delayed.noteStored(m)
 		}
 		if confirmSeq != 0 {
 			ch.journaled(confirmSeq, err)
@@ -326,8 +436,209 @@ func (b *Broker) delayedGone(id uint64) bool {
 	return !ok
 }
 
+// delayedWindowCount and delayedWindowBytes bound the window: the
+// messages it holds and about the memory they take (a variable for
+// tests; set before the broker starts).
+var delayedWindowCount = delayedBatch
+
+const delayedWindowBytes = delayedBatchBytes
+
+// delayedHorizon (ms) is how far ahead of now a refill reads: the
+// window ends there, or just before the first message stored after it.
+const delayedHorizon = 10_000
+
+// delayedRefillLead (ms): a refill starts when the window ends within
+// this of now and has room for half its bounds again.
+const delayedRefillLead = 2_000
+
+// delayedRouteBatch is how many due messages the scheduler takes from the
+// window at a time, routes, and hands to one deletion.
+const delayedRouteBatch = 4096
+
+// delayedRetry (ms) is how long a message a target did not confirm waits
+// before it is routed again.
+const delayedRetry = 1000
+
+// delayedRefill is one store read that extends the window past from.
+type delayedRefill struct {
+	from            store.DelayedKey // winEnd when it started
+	until           int64            // the due times it reads
+	room, roomBytes int
+	read            []*store.Delayed // in key order
+	end             store.DelayedKey // the window's end once merged
+	err             error
+	// stored are the messages stored after from while it read
+	// (noteStored); capped: only those due by until.
+	stored []*store.Delayed
+	capped bool
+}
+
+// needRefillLocked reports whether the window ends within
+// delayedRefillLead of now with room for half its bounds.
+func (d *delayedState) needRefillLocked(now int64) bool {
+	return d.winEnd.Due < now+delayedRefillLead && len(d.win) <= delayedWindowCount/2 && d.winBytes <= delayedWindowBytes/2
+}
+
+// startRefill starts a refill of the window, up to now+delayedHorizon.
+func (d *delayedState) startRefill(now int64) *delayedRefill {
+	d.winMu.Lock()
+	defer d.winMu.Unlock()
+	r := &delayedRefill{
+		from: d.winEnd, until: now + delayedHorizon,
+		room: delayedWindowCount - len(d.win), roomBytes: delayedWindowBytes - d.winBytes,
+	}
+	d.refill = r
+	return r
+}
+
+// lastKeyOf is the last key of due time due.
+func lastKeyOf(due int64) store.DelayedKey {
+	return store.DelayedKey{Due: due, Seq: math.MaxUint64, Exchange: math.MaxUint64}
+}
+
+// keyBefore is the key just before k (k is not the zero key).
+func keyBefore(k store.DelayedKey) store.DelayedKey {
+	switch {
+	case k.Exchange > 0:
+		k.Exchange--
+	case k.Seq > 0:
+		k.Seq, k.Exchange = k.Seq-1, math.MaxUint64
+	default:
+		k = lastKeyOf(k.Due - 1)
+	}
+	return k
+}
+
+// load reads the stored messages after r.from due by r.until, within the
+// room the window had, and sets where the window ends: after the last
+// read if the room was filled, else just before the first stored
+// message due after until (at until if none). It does not wait for the
+// deletion of what the scheduler routed: those keys are before from.
+func (r *delayedRefill) load(st *store.Store) {
+	bytes := 0
+	full := false
+	r.err = st.DueDelayedAfter(&r.from, r.until, r.room, func(m *store.Delayed) error {
+		r.read = append(r.read, m)
+		bytes += delayedSize(m)
+		if len(r.read) >= r.room || bytes >= r.roomBytes {
+			full = true
+			return store.ErrStopScan
+		}
+		return nil
+	})
+	if r.err != nil {
+		return
+	}
+	if full || len(r.read) >= r.room {
+		r.end = r.read[len(r.read)-1].Key
+		return
+	}
+	r.end = lastKeyOf(r.until)
+	next, ok, err := st.NextDelayedAfter(r.end)
+	if r.err = err; ok {
+		r.end = keyBefore(next)
+	}
+}
+
+// endRefill merges a refill into the window. A refill that failed, or
+// that started from a window end a trim has since moved back, is
+// dropped: the next one reads from the window's end again.
+func (d *delayedState) endRefill(r *delayedRefill) {
+	d.winMu.Lock()
+	defer d.winMu.Unlock()
+	d.refill = nil
+	if r.err != nil || d.winEnd != r.from {
+		return
+	}
+	end := r.end
+	if r.capped && end.Due > r.until {
+		end = lastKeyOf(r.until)
+	}
+	// A message stored while the refill read is in r.read too when its
+	// write came before the read's snapshot.
+	var seen map[store.DelayedKey]struct{}
+	if len(r.stored) > 0 {
+		seen = make(map[store.DelayedKey]struct{}, len(r.stored))
+		for _, m := range r.stored {
+			if !keyLess(end, m.Key) {
+				seen[m.Key] = struct{}{}
+				d.win.push(m)
+				d.winBytes += delayedSize(m)
+			}
+		}
+	}
+	for _, m := range r.read {
+		if _, dup := seen[m.Key]; !dup && !keyLess(end, m.Key) {
+			d.win.push(m)
+			d.winBytes += delayedSize(m)
+		}
+	}
+	d.winEnd = end
+	d.trimLocked()
+}
+
+// takeDue moves to buf the window's messages due by now, at most max, in
+// key order.
+func (d *delayedState) takeDue(now int64, buf []*store.Delayed, max int) []*store.Delayed {
+	d.winMu.Lock()
+	for len(d.win) > 0 && d.win[0].Key.Due <= now && len(buf) < max {
+		m := d.win.pop()
+		d.winBytes -= delayedSize(m)
+		buf = append(buf, m)
+	}
+	d.winMu.Unlock()
+	return buf
+}
+
+// putBack returns messages taken from the window (their keys are before
+// its end: nothing stored later sorts before them).
+func (d *delayedState) putBack(ms []*store.Delayed) {
+	d.winMu.Lock()
+	for _, m := range ms {
+		d.win.push(m)
+		d.winBytes += delayedSize(m)
+	}
+	d.winMu.Unlock()
+}
+
+// dropGone drops from the window the messages of exchanges that are gone.
+func (d *delayedState) dropGone(gone func(id uint64) bool) {
+	d.winMu.Lock()
+	d.win = slices.DeleteFunc(d.win, func(m *store.Delayed) bool { return gone(m.Key.Exchange) })
+	d.win.heapify()
+	d.winBytes = 0
+	for _, m := range d.win {
+		d.winBytes += delayedSize(m)
+	}
+	d.winMu.Unlock()
+}
+
+// wakeAt is when the scheduler has work: the window's first message's
+// due time, or, with refill set, the window's end less the refill lead.
+func (d *delayedState) wakeAt(refill bool) int64 {
+	d.winMu.Lock()
+	defer d.winMu.Unlock()
+	t := int64(math.MaxInt64)
+	if len(d.win) > 0 {
+		t = d.win[0].Key.Due
+	}
+	if refill && len(d.win) <= delayedWindowCount/2 && d.winBytes <= delayedWindowBytes/2 {
+		t = min(t, d.winEnd.Due-delayedRefillLead)
+	}
+	return t
+}
+
 // runDelayed is the scheduler: it routes delayed messages when they are
 // due until stop is closed. Started and waited for by Serve.
+//
+// It routes from the window (delayedState.win): every stored message
+// due up to winEnd, in memory and in key order. A message stored within
+// the window goes straight into it (noteStored); a refill, on its own
+// goroutine, reads the store past winEnd when the window nears its end
+// (delayedRefillLead), so that what comes due is in memory before its
+// time and the due path has no store read. Routed messages' records are
+// deleted once confirmed (firing), without the scheduler waiting for the
+// deletion; a refill never reads them again, being after them.
 func (b *Broker) runDelayed(stop <-chan struct{}) {
 	st := b.cfg.Store
 	if st == nil {
@@ -336,65 +647,121 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 	d := &b.delayed
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	firers := make(map[*vhost]*firer)
-	// ahead is what the last round read ahead (fireDue); a signal (a
-	// message stored with an earlier due time) or a sweep drops it.
-	var ahead []*store.Delayed
+	f := &firing{b: b, st: st, firers: make(map[*vhost]*firer), stop: stop, notify: d.confirmed}
+	refilled := make(chan *delayedRefill, 1)
+	var (
+		refill      *delayedRefill // in progress
+		refillAfter int64          // after a failed one
+		retry       []*store.Delayed
+		retryAt     int64
+		batch       []*store.Delayed
+	)
+	defer func() {
+		f.settle(0, 0) // stop is closed: waits delayedStopGrace at most
+		if refill != nil {
+			<-refilled
+		}
+	}()
+	startRefill := func(now int64) {
+		if refill != nil || now < refillAfter {
+			return
+		}
+		d.winMu.Lock()
+		need := d.needRefillLocked(now)
+		d.winMu.Unlock()
+		if !need {
+			return
+		}
+		refill = d.startRefill(now)
+		d.rounds.Add(1)
+		go func(r *delayedRefill) {
+			r.load(st)
+			refilled <- r
+		}(refill)
+	}
 	for {
 		if d.sweep.Swap(false) {
-			ahead = nil
 			if _, err := st.DropDelayed(b.delayedGone); err != nil {
 				b.log.Error("deleting delayed messages of deleted exchanges", zap.Error(err))
 			}
 			if err := st.DropDedup(b.dedupGone()); err != nil {
 				b.log.Error("deleting deduplication caches of deleted exchanges", zap.Error(err))
 			}
+			d.dropGone(b.delayedGone)
 		}
-		// Completions from here on lower next and wake us.
-		d.next.Store(math.MaxInt64)
-		d.rounds.Add(1)
-		next, read, err := b.fireDue(st, firers, stop, ahead)
-		ahead = read
-		if err != nil {
-			b.log.Error("routing delayed messages", zap.Error(err))
-			next, ahead = d.clock(false)+1000, nil
+		now := d.clock(false)
+		if len(retry) > 0 && now >= retryAt {
+			d.putBack(retry)
+			clear(retry)
+			retry = retry[:0]
 		}
-		// Without a signal: the scheduler itself sleeps towards it, to
-		// the due millisecond; with nothing read ahead, to a little before
-		// it, to read ahead then.
-		if ahead == nil && next != math.MaxInt64 && next > d.clock(false)+delayedLookahead/2 {
-			next -= delayedLookahead / 2
+		for {
+			batch = d.takeDue(now, batch[:0], delayedRouteBatch)
+			if len(batch) == 0 {
+				break
+			}
+			f.fire(batch)
+			clear(batch)
+			now = d.clock(false)
+			startRefill(now)
+			select {
+			case <-stop:
+				return
+			default:
+			}
 		}
-		d.lower(next)
+		// Delete what is confirmed, without waiting for the rest.
+		f.settle(f.routed, delayedInFlight)
+		if f.failed != nil {
+			b.log.Error("deleting routed delayed messages (routed again after a restart)", zap.Error(f.failed))
+			f.failed = nil
+		}
+		if len(f.kept) > 0 {
+			retry = append(retry, f.kept...)
+			clear(f.kept)
+			f.kept = f.kept[:0]
+			retryAt = now + delayedRetry
+		}
+		startRefill(now)
+		next := d.wakeAt(refill == nil && now >= refillAfter)
+		if refill == nil && now < refillAfter {
+			next = min(next, refillAfter)
+		}
+		if len(retry) > 0 {
+			next = min(next, retryAt)
+		}
 		// To the start of the due millisecond, in ns: a message due at
 		// ms D is due once clock(false) reaches D.
 		wait := time.Hour
-		if next := d.next.Load(); next != math.MaxInt64 {
-			wait = time.Duration(next*int64(time.Millisecond) - d.nanoClock())
+		if next != math.MaxInt64 {
+			wait = min(time.Duration(next*int64(time.Millisecond)-d.nanoClock()), time.Hour)
 		}
 		timer.Reset(max(wait, 0))
 		select {
 		case <-stop:
 			return
 		case <-d.wake:
-			ahead = nil
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
+		case <-f.notify:
+		case r := <-refilled:
+			refill = nil
+			d.endRefill(r)
+			if r.err != nil {
+				b.log.Error("reading delayed messages", zap.Error(r.err))
+				refillAfter = d.clock(false) + delayedRetry
 			}
 		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 
-// delayedInFlight is how many batches' deletions fireDue leaves in flight
-// while it reads and routes the next.
+// delayedInFlight is how many batches' deletions the scheduler leaves in
+// flight while it routes the next.
 const delayedInFlight = 32
 
-// delayedUnsettled bounds the messages fireDue has routed whose targets
-// have not all confirmed them yet (their bodies stay in memory until).
+// delayedUnsettled bounds the messages the scheduler has routed whose
+// targets have not all confirmed them yet (their bodies stay in memory
+// until).
 const delayedUnsettled = 2 * delayedBatch
 
 // delayedStopGrace is how long the scheduler, stopping, still waits for
@@ -402,18 +769,8 @@ const delayedUnsettled = 2 * delayedBatch
 // confirmed stays, and is routed again after the restart.
 const delayedStopGrace = 2 * time.Second
 
-// delayedLookahead: before it sleeps, the scheduler reads the messages due
-// within this many ms (one batch at most), so that at their time it
-// routes them from memory: a store read waits for the group commit in
-// progress, which under load is most of a burst's lateness.
-const delayedLookahead = 200
-
-// delayedBatchBytes bounds the bodies of a batch (and of the look-ahead).
+// delayedBatchBytes bounds the bodies of a refill (the window).
 const delayedBatchBytes = 8 << 20
-
-// errDelayedUnconfirmed is returned by fireDue when a target did not
-// confirm a routed copy: its record stays, to be routed again.
-var errDelayedUnconfirmed = errors.New("broker: a delayed message's target did not confirm it")
 
 // firer is the scheduler's channel on one vhost. A message it routes to
 // a queue on another node, a replicated one or a stream is a publish with
@@ -443,7 +800,7 @@ func (b *Broker) newFirer(v *vhost) (*firer, error) {
 	return &firer{ch: ch}, nil
 }
 
-// firing is one fireDue's routed messages on their way to deletion.
+// firing is the scheduler's routed messages on their way to deletion.
 type firing struct {
 	b       *Broker
 	st      *store.Store
@@ -452,16 +809,43 @@ type firing struct {
 	notify  <-chan struct{}
 	settled []*store.Delayed // confirmed: to delete
 	routed  int              // routed, not settled
-	// unconfirmed is set when a target failed to confirm a copy.
-	unconfirmed bool
-	deletes     []chan error // in flight, oldest first
-	failed      error        // of a deletion
+	// kept are those a target failed to confirm: to route again.
+	kept    []*store.Delayed
+	deletes []chan error // in flight, oldest first
+	failed  error        // of a deletion
+	// group is routed messages not enqueued yet (flushGroup).
+	group routeGroup
+}
+
+// fire routes batch, due messages in key order, and settles.
+func (f *firing) fire(batch []*store.Delayed) {
+	b := f.b
+	d := &b.delayed
+	var (
+		id  uint64
+		ref delayedRef
+		ok  bool
+	)
+	for i, m := range batch {
+		if i == 0 || m.Key.Exchange != id {
+			id = m.Key.Exchange
+			d.mu.Lock()
+			ref, ok = d.byID[id]
+			d.mu.Unlock()
+		}
+		if !ok {
+			f.settled = append(f.settled, m)
+			continue
+		}
+		f.fireDelayed(m, ref)
+	}
+	f.flushGroup() // before the deletion of its records
+	f.settle(delayedUnsettled, delayedInFlight)
 }
 
 // collect takes the settled routings of every firer. A message not
 // confirmed counts as waiting in its exchange again.
 func (f *firing) collect() {
-	var kept []*store.Delayed
 	for _, fr := range f.firers { // order does not matter: deletions are by key
 		fr.ch.confirms.take(func(_ uint64, ok bool) { // confirmTracker.mu held
 			m := fr.waiting[fr.head]
@@ -471,16 +855,13 @@ func (f *firing) collect() {
 			if ok {
 				f.settled = append(f.settled, m)
 			} else {
-				kept = append(kept, m)
+				f.kept = append(f.kept, m)
+				f.b.delayedWaiting(m.Key.Exchange, 1)
 			}
 		})
 		if fr.head == len(fr.waiting) {
 			fr.waiting, fr.head = fr.waiting[:0], 0
 		}
-	}
-	for _, m := range kept {
-		f.unconfirmed = true
-		f.b.delayedWaiting(m.Key.Exchange, 1)
 	}
 }
 
@@ -507,158 +888,54 @@ func (f *firing) settle(limit, keep int) {
 		f.settled = nil
 		f.deletes = append(f.deletes, done)
 	}
-	for len(f.deletes) > keep {
-		if err := <-f.deletes[0]; err != nil && f.failed == nil {
+	// Those already done, and the oldest beyond keep.
+	for len(f.deletes) > 0 {
+		var err error
+		if len(f.deletes) > keep {
+			err = <-f.deletes[0]
+		} else {
+			select {
+			case err = <-f.deletes[0]:
+			default:
+				return
+			}
+		}
+		if err != nil && f.failed == nil {
 			f.failed = err
 		}
+		f.deletes[0] = nil
 		f.deletes = f.deletes[1:]
 	}
 }
 
-// err is what the firing failed with: a deletion's error, else
-// errDelayedUnconfirmed when a copy was not confirmed.
-func (f *firing) err() error {
-	if f.failed == nil && f.unconfirmed {
-		return errDelayedUnconfirmed
-	}
-	return f.failed
-}
-
-// fireDue routes every delayed message due by now, in due order: first
-// those of ahead (read ahead by the last call, in key order), then what
-// the store has. It returns the due time of the next message
-// (math.MaxInt64 for none) and the messages due within delayedLookahead,
-// read ahead. A message's record is deleted once its routed copies are
-// confirmed (firer), without waiting: the next read starts after the
-// last key routed; fireDue waits for every confirm and deletion before it
-// reads from the first key again (for the look-ahead), so that a message
-// is never read twice. A message a target did not confirm stays, and
-// fireDue returns errDelayedUnconfirmed once it has routed the rest.
-func (b *Broker) fireDue(st *store.Store, firers map[*vhost]*firer, stop <-chan struct{}, ahead []*store.Delayed) (int64, []*store.Delayed, error) {
-	d := &b.delayed
-	f := &firing{b: b, st: st, firers: firers, stop: stop, notify: d.confirmed}
-	var after *store.DelayedKey
-	defer f.settle(0, 0)
-	fire := func(batch []*store.Delayed) {
-		for _, m := range batch {
-			if fr := b.fireDelayed(m, firers); fr != nil {
-				fr.waiting = append(fr.waiting, m)
-				f.routed++
-			} else {
-				f.settled = append(f.settled, m)
-			}
-		}
-		last := batch[len(batch)-1].Key
-		after = &last
-		f.settle(delayedUnsettled, delayedInFlight)
-	}
-	now := d.clock(false)
-	i := 0
-	for i < len(ahead) && ahead[i].Key.Due <= now {
-		i++
-	}
-	if i > 0 {
-		fire(ahead[:i])
-	}
-	if i < len(ahead) || (i > 0 && len(ahead) < delayedBatch) {
-		// The rest of the look-ahead is not due yet, or it held all there
-		// was within its window: nothing else is due before it.
-		f.settle(0, 0)
-		if err := f.err(); err != nil {
-			return 0, nil, err
-		}
-		if i < len(ahead) {
-			return ahead[i].Key.Due, ahead[i:], nil
-		}
-		return b.nextDue(st, nil)
-	}
-	for {
-		select {
-		case <-stop:
-			return math.MaxInt64, nil, nil
-		default:
-		}
-		batch, err := readDelayed(st, after, d.clock(false))
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(batch) == 0 {
-			break
-		}
-		fire(batch)
-		if f.failed != nil {
-			return 0, nil, f.failed
-		}
-		if len(batch) < delayedBatch {
-			break
-		}
-	}
-	f.settle(0, 0)
-	if err := f.err(); err != nil {
-		return 0, nil, err
-	}
-	ahead, err := readDelayed(st, nil, d.clock(false)+delayedLookahead)
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(ahead) == 0 {
-		return b.nextDue(st, nil)
-	}
-	return ahead[0].Key.Due, ahead, nil
-}
-
-// nextDue is the due time of the first stored delayed message.
-func (b *Broker) nextDue(st *store.Store, failed error) (int64, []*store.Delayed, error) {
-	if failed != nil {
-		return 0, nil, failed
-	}
-	k, ok, err := st.NextDelayed()
-	if err != nil || !ok {
-		return math.MaxInt64, nil, err
-	}
-	return k.Due, nil, nil
-}
-
-// readDelayed reads a batch of the delayed messages due by until, after
-// key after (from the first when nil): at most delayedBatch of them and
-// about delayedBatchBytes of bodies.
-func readDelayed(st *store.Store, after *store.DelayedKey, until int64) ([]*store.Delayed, error) {
-	var batch []*store.Delayed
-	bytes := 0
-	err := st.DueDelayedAfter(after, until, delayedBatch, func(m *store.Delayed) error {
-		batch = append(batch, m)
-		if bytes += len(m.Body) + len(m.Header); bytes >= delayedBatchBytes {
-			return store.ErrStopScan
-		}
-		return nil
-	})
-	return batch, err
-}
-
 // fireDelayed routes one due message through its exchange, if that
-// exchange is still there. When a copy goes to a queue that confirms it
-// on its own (on another node, replicated, a stream) it is a publish
-// with a confirm on its vhost's firer, which it returns; nil means
-// nothing to wait for.
-func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer {
+// exchange is still there. A message that goes only to this node's own
+// queues joins f's group (flushGroup), to be enqueued with the messages
+// before it that go to the same queues under one lock per queue, and its
+// record is deleted after that; one copy of which goes to a queue that
+// confirms it on its own (on another node, replicated, a stream) is a
+// publish with a confirm on its vhost's firer, its record deleted once
+// confirmed.
+func (f *firing) fireDelayed(m *store.Delayed, r delayedRef) {
+	b := f.b
 	d := &b.delayed
-	d.mu.Lock()
-	r, ok := d.byID[m.Key.Exchange]
-	d.mu.Unlock()
-	if !ok || r.ex.plug.delay == nil {
-		return nil
+	if r.ex.plug.delay == nil {
+		f.settled = append(f.settled, m)
+		return
 	}
 	r.ex.plug.delay.waiting.Add(-1)
 	if b.vhost(r.v.name) != r.v {
-		return nil
+		f.settled = append(f.settled, m)
+		return
 	}
-	fr := firers[r.v]
+	fr := f.firers[r.v]
 	if fr == nil {
 		var err error
 		if fr, err = b.newFirer(r.v); err != nil {
-			return nil
+			f.settled = append(f.settled, m)
+			return
 		}
-		firers[r.v] = fr
+		f.firers[r.v] = fr
 	}
 	ch := fr.ch
 	mode, prio := peekModePriority(m.Header)
@@ -668,34 +945,115 @@ func (b *Broker) fireDelayed(m *store.Delayed, firers map[*vhost]*firer) *firer 
 	}
 	targets, msg, ok := ch.resolve(r.ex, msg)
 	if !ok {
-		return nil
+		f.settled = append(f.settled, m)
+		return
+	}
+	defer func() {
+		clear(targets)
+		ch.targets = targets[:0]
+	}()
+	f.settled = append(f.settled, m)
+	if len(targets) == 0 {
+		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
+		return
 	}
 	// Copies in this node's queues need no confirm: their journal writes
 	// are queued to the store's writer before the record's deletion,
 	// which is therefore never durable before them. Those on another
 	// node, in a replicated group or in a stream (written by its own
 	// goroutine) are waited for.
-	seq := uint64(0)
+	confirm := false
 	for _, qe := range targets {
 		if qe.home != nil || qe.repl != nil || qe.stream != nil {
-			ch.confirmSeq++
-			seq = ch.confirmSeq
-			ch.confirms.add(seq, 1)
-			defer ch.confirms.done(seq, nil)
+			confirm = true
 			break
 		}
 	}
+	g := &f.group
+	if !confirm {
+		if len(g.msgs) > 0 && (g.ch != ch || len(g.msgs) >= delayedGroup || !sameQueues(g.targets, targets)) {
+			f.flushGroup()
+		}
+		if len(g.msgs) == 0 {
+			g.ch = ch
+			g.targets = append(g.targets[:0], targets...)
+		}
+		g.msgs = append(g.msgs, msg)
+		g.dues = append(g.dues, m.Key.Due)
+		return
+	}
+	f.settled = f.settled[:len(f.settled)-1]
+	f.flushGroup() // in order
+	ch.confirmSeq++
+	seq := ch.confirmSeq
+	ch.confirms.add(seq, 1)
 	routed, _ := ch.deliverTo(targets, msg, seq)
+	ch.confirms.done(seq, nil)
 	d.noteLate(d.clock(false) - m.Key.Due)
-	clear(targets)
-	ch.targets = targets[:0]
 	if !routed {
 		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
 	}
-	if seq == 0 {
-		return nil
+	fr.waiting = append(fr.waiting, m)
+	f.routed++
+}
+
+// delayedGroup bounds the messages enqueued under one queue lock.
+const delayedGroup = 1024
+
+// routeGroup is due messages going to the same queues of this node,
+// enqueued together (flushGroup).
+type routeGroup struct {
+	ch      *channel
+	targets []*queueEntity
+	msgs    []*queue.Message
+	dues    []int64
+}
+
+// flushGroup enqueues f's group: queue by queue, each message in due
+// order, under one lock acquisition per queue, dispatching to consumers
+// after the last (as a batch of publishes does, batch.go).
+func (f *firing) flushGroup() {
+	g := &f.group
+	if len(g.msgs) == 0 {
+		return
 	}
-	return fr
+	ch := g.ch
+	var (
+		now      int64
+		throttle chan struct{}
+		dead     []*queueEntity
+		routed   bool
+	)
+	for _, qe := range g.targets {
+		qe.mu.Lock()
+		if !qe.deleted {
+			routed = true
+			for i, msg := range g.msgs {
+				if ch.enqueueLocked(qe, msg, messageTTL(msg.Header), &now, 0, i == len(g.msgs)-1, &throttle) &&
+					(len(dead) == 0 || dead[len(dead)-1] != qe) {
+					dead = append(dead, qe)
+				}
+			}
+		}
+		qe.mu.Unlock()
+	}
+	for _, qe := range dead {
+		qe.flushDead()
+	}
+	d := &f.b.delayed
+	t := d.clock(false)
+	for _, due := range g.dues {
+		d.noteLate(t - due)
+	}
+	if !routed {
+		f.b.log.Debug("delayed messages unroutable at their due time (their queues deleted), dropped", zap.Int("messages", len(g.msgs)))
+	}
+	clear(g.msgs)
+	g.msgs = g.msgs[:0]
+	g.dues = g.dues[:0]
+	clear(g.targets)
+	g.targets = g.targets[:0]
+	g.ch = nil
 }
 
 // delayedWaiting adds n to the count of messages waiting in the delayed

@@ -2,11 +2,13 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 )
 
@@ -296,4 +298,70 @@ func TestDelayedSchedulerSleeps(t *testing.T) {
 	if n := s.DelayedRounds() - before; n > 2 {
 		t.Fatalf("the scheduler read the store %d times in 300 ms with nothing due", n)
 	}
+}
+
+// TestDelayedWindowOrder: messages stored while the scheduler's window
+// is loaded and due before its end are routed in due order with those
+// already in it, none lost or duplicated, also when the window
+// overflows its bound (kept small here) and is refilled from the store
+// while messages are stored.
+func TestDelayedWindowOrder(t *testing.T) {
+	broker.SetDelayedWindowCount(t, 64)
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	if err := ch.ExchangeDeclare("dx", "x-delayed-message", true, false, false, false, amqp091.Table{"x-delayed-type": "direct"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("dq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("dq", "k", "dx", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1000))
+	confirm := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case c := <-confirms:
+				if !c.Ack {
+					t.Fatalf("publish %d nacked", c.DeliveryTag)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no confirm")
+			}
+		}
+	}
+	// Later ones: due in 4 s, in publish order; more than the window
+	// holds, so some wait in the store only.
+	const later, sooner = 300, 100
+	var want []string
+	for i := range later {
+		publishDelay(t, ch, "dx", "k", false, int32(4000), fmt.Sprintf("later-%03d", i))
+	}
+	confirm(later)
+	// Sooner ones, stored while the window holds later ones: due before
+	// them all.
+	for i := range sooner {
+		publishDelay(t, ch, "dx", "k", false, int32(1000), fmt.Sprintf("sooner-%03d", i))
+		want = append(want, fmt.Sprintf("sooner-%03d", i))
+	}
+	for i := range later {
+		want = append(want, fmt.Sprintf("later-%03d", i))
+	}
+	confirm(sooner)
+	d, err := ch.Consume("dq", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if m := recv(t, d); string(m.Body) != w {
+			t.Fatalf("message %d: got %q, want %q", i, m.Body, w)
+		}
+	}
+	waitFor(t, "no delayed messages left", func() bool { return delayedCount(t, s, "dx") == 0 })
+	noDelivery(t, d)
 }

@@ -112,12 +112,14 @@
 // waited for (storeDefs), and a restart applies again what was not stored.
 // conn.starvedMu, channel.starvedMu, conn.asyncMu, confirmTracker.mu,
 // mgmtState.mu, chanStats.exMu (stats.go), alarms.mu, replyRegistry.mu and
-// Broker.pagerMu, delayedState.mu and dedupCache.mu (delayed.go,
-// dedup.go) are leaf locks. The delayed-message scheduler (runDelayed) is
-// one goroutine per broker, started and waited for by Serve; it reads and
-// deletes delayed messages with no lock held and routes them as a
-// publisher with confirms does (a record is deleted once its copies are
-// confirmed). At most one queueEntity.mu is held at a
+// Broker.pagerMu, delayedState.mu, delayedState.winMu and dedupCache.mu
+// (delayed.go, dedup.go) are leaf locks. The delayed-message scheduler
+// (runDelayed) is one goroutine per broker, started and waited for by
+// Serve, with at most one refill goroutine of its own reading the store;
+// it reads and deletes delayed messages with no lock held and routes them
+// as a publisher with confirms does (a record is deleted once its copies
+// are confirmed), taking a group of them to the same local queues under
+// one queueEntity.mu. At most one queueEntity.mu is held at a
 // time: dead letters
 // are collected under the source queue's lock and routed to the
 // dead-letter exchange's queues after it is released (deadletter.go).

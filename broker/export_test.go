@@ -76,3 +76,15 @@ func (b *Broker) QueueMayHoldData(vhost, name string) (may, ok bool) {
 	}
 	return qe.mayHoldData(), true
 }
+
+// DelayedLateMax is the latest the scheduler routed a delayed message, in
+// ms, since it was last asked.
+func (b *Broker) DelayedLateMax() int64 { return b.delayed.lateMax.Swap(0) }
+
+// SetDelayedWindowCount bounds the delayed-message scheduler's window to n
+// messages until the test ends. Call before starting a broker.
+func SetDelayedWindowCount(t interface{ Cleanup(func()) }, n int) {
+	old := delayedWindowCount
+	delayedWindowCount = n
+	t.Cleanup(func() { delayedWindowCount = old })
+}

@@ -192,6 +192,25 @@ func (s *Store) NextDelayed() (DelayedKey, bool, error) {
 	return k, found, err
 }
 
+// NextDelayedAfter returns the key of the first delayed message after key after,
+// and false when there is none.
+func (s *Store) NextDelayedAfter(after DelayedKey) (DelayedKey, bool, error) {
+	var k DelayedKey
+	var found bool
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixDelayed}})
+		defer it.Close()
+		for it.Seek(after.bytes()); it.Valid(); it.Next() {
+			if k, found = parseDelayedKey(it.Item().Key()); found && k != after {
+				return nil
+			}
+			found = false
+		}
+		return nil
+	})
+	return k, found, err
+}
+
 // DelayedKeys calls fn with the key of every delayed message, in order, reading no
 // values.
 func (s *Store) DelayedKeys(fn func(k DelayedKey)) error {
