@@ -57,7 +57,15 @@
 // then skips those entries. This takes the telling's round trip, and its
 // wait behind the follower's next log write (Raft's one goroutine per
 // node both stores entries and learns commits), out of a forwarded
-// change's path. The metadata group's log store keeps its latest 1,024
+// change's path. In a group of up to three voters the forwarding follower
+// need not wait for the answer either: the leader syncs each entry it
+// creates before it sends it, so an entry of the current term that the
+// follower's own log write holds is on two voters, a majority, and
+// committed; after each log write the follower notes the last such entry
+// and a proposer waiting on it applies its log up to there
+// (durablecommit.go, with the rules that keep this safe), which answers a
+// forwarded change one leader commit, apply and answer sooner. The
+// metadata group's log store keeps its latest 1,024
 // entries in memory (raft.LogCache): replication, applies and tellings
 // read the entries just written without a store transaction each.
 //

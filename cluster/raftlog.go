@@ -102,17 +102,22 @@ type RaftLogConfig struct {
 	Logger *zap.Logger
 }
 
-// storedLogs is a log store that fires a signal after each write.
+// storedLogs is the metadata group's log store: after each write it notes
+// the entries a follower now knows committed (RaftLog.noteDurable) and
+// fires a signal.
 type storedLogs struct {
 	raft.LogStore
-	s *signal
+	l *RaftLog
 }
 
 func (s storedLogs) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s storedLogs) StoreLogs(logs []*raft.Log) error {
 	err := s.LogStore.StoreLogs(logs)
-	s.s.fire()
+	if err == nil {
+		s.l.noteDurable(logs)
+	}
+	s.l.stored.fire()
 	return err
 }
 
@@ -170,9 +175,13 @@ type RaftLog struct {
 	// after each of its writes (for proposers waiting to apply, Propose).
 	logs   raft.LogStore
 	stored signal
-	raft   *raft.Raft
-	rc     raft.Config
-	start  time.Time
+	// durable is the last entry a follower knows committed from its own
+	// log write (noteDurable); durableMu guards it.
+	durableMu sync.Mutex
+	durable   entryAt
+	raft      *raft.Raft
+	rc        raft.Config
+	start     time.Time
 	// seeded is set once the group has a snapshot (seedSnapshot): nodes
 	// join only then.
 	seeded atomic.Bool
@@ -268,7 +277,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 		if err != nil {
 			return err
 		}
-		l.logs = storedLogs{c, &l.stored}
+		l.logs = storedLogs{c, l}
 	}
 	trans, err := l.node.Transport(l.cfg.Group)
 	if err != nil {
@@ -595,7 +604,43 @@ func (l *RaftLog) Propose(ctx context.Context, cmd []byte) (Applied, error) {
 		}
 		// An attempt gets a third of the time at most, so that a leader
 		// lost mid-request leaves time to find the next one.
-		err, sent, at := l.submit(env, min(time.Until(deadline), l.cfg.ProposeTimeout/3))
+		timeout := min(time.Until(deadline), l.cfg.ProposeTimeout/3)
+		var (
+			err  error
+			sent bool
+			at   entryAt
+		)
+		if l.cfg.Group == MetadataGroup && l.raft.State() != raft.Leader {
+			// A forward: while it waits for the leader's answer, this
+			// node applies its log as far as its own writes show it
+			// committed (durablecommit.go), which may take the command
+			// in before the answer comes.
+			res := make(chan submitted, 1)
+			go func() {
+				var s submitted
+				s.err, s.sent, s.at = l.submit(env, timeout)
+				res <- s
+			}()
+		forwarding:
+			for {
+				stored := l.stored.wait()
+				l.applyDurable()
+				select {
+				case a := <-ch:
+					return a, nil
+				case s := <-res:
+					err, sent, at = s.err, s.sent, s.at
+					break forwarding
+				case <-stored:
+				case <-ctx.Done():
+					return Applied{}, ctx.Err()
+				case <-l.done:
+					return Applied{}, ErrClosed
+				}
+			}
+		} else {
+			err, sent, at = l.submit(env, timeout)
+		}
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			return Applied{}, ErrClosed
 		}
@@ -773,6 +818,13 @@ func (l *RaftLog) submit(env []byte, timeout time.Duration) (err error, sent boo
 		at, _ = decodeEntryAt(resp)
 	}
 	return err, sent, at
+}
+
+// submitted is the outcome of a submit.
+type submitted struct {
+	err  error
+	sent bool
+	at   entryAt
 }
 
 // entryAt names a committed entry by its index and term: the leader
