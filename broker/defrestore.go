@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/warrenmq/warren/store"
+)
+
+// A definitions snapshot restored on a node that has queues: a node that
+// fell behind its log's snapshot (it was down, or cut off, while the
+// others compacted their logs) catches up from the snapshot, which is the
+// cluster's truth for definitions. The queues of this node (a classic
+// queue or a stream whose home it is, with its messages in its store) that
+// the snapshot lists with the same id are kept as they are, messages,
+// consumers and timers included; every other queue entry goes as a
+// deletion through the log would have taken it (its consumers cancelled,
+// its messages deleted from the store), and the snapshot's queues that the
+// node lacks are created. Replicated queues (quorum queues and replicated
+// streams) hold their state in their data groups, which catch up by
+// themselves: their entries here only name the group, and are rebuilt
+// from the snapshot. Exchanges, bindings, policies, vhosts, users and
+// parameters are replaced.
+//
+// The vhosts are rebuilt, so the node's client connections, which hold
+// the vhost they opened, are closed (320 CONNECTION_FORCED) once the
+// snapshot is in place: their exclusive queues go through the log as for
+// any closed connection, and the clients reconnect to the new state.
+
+// queueRestore plans what a snapshot restore does with the node's queues.
+type queueRestore struct {
+	// keep are the queues kept, by vhost and name ("vhost\x00name").
+	keep map[string]*queueEntity
+	// drop are the queue entries removed, with the vhost holding them.
+	drop []droppedQueue
+}
+
+type droppedQueue struct {
+	v  *vhost
+	qe *queueEntity
+}
+
+// planQueueRestore sorts the node's queues for a restore of defs. Hold
+// b.defMu.
+func (b *Broker) planQueueRestore(defs *store.Definitions) *queueRestore {
+	want := make(map[string]uint64)
+	for _, q := range defs.Queues {
+		if _, repl := groupOf(q.Node); b.local(q.Node) && !repl {
+			want[q.VHost+"\x00"+q.Name] = q.ID
+		}
+	}
+	p := &queueRestore{keep: make(map[string]*queueEntity)}
+	for _, v := range b.allVHosts() {
+		v.mu.RLock()
+		for name, qe := range v.queues {
+			k := v.name + "\x00" + name
+			if id, ok := want[k]; ok && id == qe.id && qe.home == nil && qe.repl == nil {
+				p.keep[k] = qe
+				continue
+			}
+			p.drop = append(p.drop, droppedQueue{v, qe})
+		}
+		v.mu.RUnlock()
+	}
+	return p
+}
+
+// dropLocked removes the queues dropped from memory, once their records
+// are deleted, and returns their consumers to cancel. Hold b.defMu.
+func (p *queueRestore) dropLocked() []*consumer {
+	var conss []*consumer
+	for _, d := range p.drop {
+		d.v.mu.Lock()
+		_, c := d.v.dropQueueLocked(d.qe, false)
+		d.v.mu.Unlock()
+		conss = append(conss, c...)
+	}
+	return conss
+}
+
+// finish completes a restore installed in memory: it deletes the messages
+// of the queues dropped, cancels their consumers, applies the snapshot's
+// policies to the queues kept and closes the client connections. Hold
+// b.defMu alone.
+func (p *queueRestore) finish(b *Broker, conss []*consumer) {
+	for _, d := range p.drop {
+		qe := d.qe
+		if qe.stream != nil {
+			b.dropStream(qe)
+		}
+		if qe.mayHoldData() {
+			// As a replicated deletion: queue ids are never reused, so it
+			// may finish after the next commands are applied.
+			b.drops.Add(1)
+			go func() {
+				defer b.drops.Done()
+				b.dropQueueData(qe)
+			}()
+		}
+	}
+	for _, c := range conss {
+		c.serverCancel()
+	}
+	if len(p.keep) > 0 {
+		for _, v := range b.allVHosts() {
+			v.applyPolicies()
+		}
+	}
+	if len(p.drop) > 0 || len(p.keep) > 0 {
+		b.log.Warn("installed the cluster's definitions snapshot over this node's queues",
+			zap.Int("queues_kept", len(p.keep)), zap.Int("queue_entries_dropped", len(p.drop)))
+	}
+	b.mu.Lock()
+	conns := make([]*conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		go c.forceClose("definitions replaced by the cluster's snapshot; reconnect")
+	}
+}
+
+// errRestoreFailed marks the definitions of a node that could not install
+// its log's snapshot (DefinitionsBehind).
+var errRestoreFailed = errors.New("broker: this node could not install the cluster's definitions snapshot and is behind the cluster's log")
+
+// DefinitionsBehind returns why this node's definitions are behind its
+// log (the last snapshot it was sent failed to install; the log retries),
+// or "" when they are not.
+func (b *Broker) DefinitionsBehind() string {
+	if p := b.restoreErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
