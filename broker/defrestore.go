@@ -14,14 +14,14 @@ import (
 // cluster's truth for definitions. The queues of this node (a classic
 // queue or a stream whose home it is, with its messages in its store) that
 // the snapshot lists with the same id are kept as they are, messages,
-// consumers and timers included; every other queue entry goes as a
-// deletion through the log would have taken it (its consumers cancelled,
-// its messages deleted from the store), and the snapshot's queues that the
-// node lacks are created. Replicated queues (quorum queues and replicated
-// streams) hold their state in their data groups, which catch up by
-// themselves: their entries here only name the group, and are rebuilt
-// from the snapshot. Exchanges, bindings, policies, vhosts, users and
-// parameters are replaced.
+// consumers and timers included; a queue the snapshot does not list (with
+// that id) goes as a deletion through the log would have taken it (its
+// consumers cancelled, its messages deleted from the store), and the
+// snapshot's queues that the node lacks are created. The entries of remote
+// queues and of replicated ones (quorum queues and replicated streams),
+// whose state is on their home node or in their data group (which catches
+// up by itself), are rebuilt from the snapshot. Exchanges, bindings,
+// policies, vhosts, users and parameters are replaced.
 //
 // The vhosts are rebuilt, so the node's client connections, which hold
 // the vhost they opened, are closed (320 CONNECTION_FORCED) once the
@@ -32,8 +32,13 @@ import (
 type queueRestore struct {
 	// keep are the queues kept, by vhost and name ("vhost\x00name").
 	keep map[string]*queueEntity
-	// drop are the queue entries removed, with the vhost holding them.
+	// drop are the queue entries of queues the snapshot does not list,
+	// with the vhost holding them: deleted as the log would have.
 	drop []droppedQueue
+	// retire are the entries of remote and replicated queues the snapshot
+	// lists, which it replaces (their state is on their home node or in
+	// their data group).
+	retire []*queueEntity
 }
 
 type droppedQueue struct {
@@ -44,10 +49,13 @@ type droppedQueue struct {
 // planQueueRestore sorts the node's queues for a restore of defs. Hold
 // b.defMu.
 func (b *Broker) planQueueRestore(defs *store.Definitions) *queueRestore {
-	want := make(map[string]uint64)
+	listed := make(map[string]uint64, len(defs.Queues))
+	own := make(map[string]bool)
 	for _, q := range defs.Queues {
+		k := q.VHost + "\x00" + q.Name
+		listed[k] = q.ID
 		if _, repl := groupOf(q.Node); b.local(q.Node) && !repl {
-			want[q.VHost+"\x00"+q.Name] = q.ID
+			own[k] = true
 		}
 	}
 	p := &queueRestore{keep: make(map[string]*queueEntity)}
@@ -55,11 +63,17 @@ func (b *Broker) planQueueRestore(defs *store.Definitions) *queueRestore {
 		v.mu.RLock()
 		for name, qe := range v.queues {
 			k := v.name + "\x00" + name
-			if id, ok := want[k]; ok && id == qe.id && qe.home == nil && qe.repl == nil {
+			id, ok := listed[k]
+			switch {
+			case ok && id == qe.id && own[k] && qe.home == nil && qe.repl == nil:
 				p.keep[k] = qe
-				continue
+			case ok && id == qe.id:
+				// A remote entry or a replicated queue, which the
+				// snapshot's entry replaces: its state is elsewhere.
+				p.retire = append(p.retire, qe)
+			default:
+				p.drop = append(p.drop, droppedQueue{v, qe})
 			}
-			p.drop = append(p.drop, droppedQueue{v, qe})
 		}
 		v.mu.RUnlock()
 	}
@@ -68,13 +82,19 @@ func (b *Broker) planQueueRestore(defs *store.Definitions) *queueRestore {
 
 // dropLocked removes the queues dropped from memory, once their records
 // are deleted, and returns their consumers to cancel. Hold b.defMu.
-func (p *queueRestore) dropLocked() []*consumer {
+func (p *queueRestore) dropLocked(b *Broker) []*consumer {
 	var conss []*consumer
 	for _, d := range p.drop {
 		d.v.mu.Lock()
 		_, c := d.v.dropQueueLocked(d.qe, false)
 		d.v.mu.Unlock()
 		conss = append(conss, c...)
+	}
+	for _, qe := range p.retire {
+		qe.mu.Lock()
+		qe.stopTimersLocked()
+		b.mgmt.retire(qe.stats)
+		qe.mu.Unlock()
 	}
 	return conss
 }
@@ -107,9 +127,10 @@ func (p *queueRestore) finish(b *Broker, conss []*consumer) {
 			v.applyPolicies()
 		}
 	}
-	if len(p.drop) > 0 || len(p.keep) > 0 {
+	if len(p.drop) > 0 || len(p.keep) > 0 || len(p.retire) > 0 {
 		b.log.Warn("installed the cluster's definitions snapshot over this node's queues",
-			zap.Int("queues_kept", len(p.keep)), zap.Int("queue_entries_dropped", len(p.drop)))
+			zap.Int("queues_kept", len(p.keep)), zap.Int("queues_deleted", len(p.drop)),
+			zap.Int("entries_replaced", len(p.retire)))
 	}
 	b.mu.Lock()
 	conns := make([]*conn, 0, len(b.conns))

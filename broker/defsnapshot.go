@@ -331,7 +331,7 @@ func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefR
 	if err != nil {
 		return fmt.Errorf("broker: storing a definitions snapshot: %w", err)
 	}
-	conss := plan.dropLocked()
+	conss := plan.dropLocked(b)
 	b.mu.Lock()
 	err = b.installDefinitionsLocked(defs, lastIDs, false, plan.keep)
 	b.mu.Unlock()

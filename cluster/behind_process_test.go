@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,21 @@ func waitCompactedPast(t *testing.T, at time.Time, live ...*wnode) {
 	for _, n := range live {
 		waitFor(t, n.name+" snapshots after the changes", func() bool { return snapshotAfter(n, at) })
 	}
+}
+
+// restart starts n again once its cluster port is free: while n was down,
+// an outgoing connection on this machine may have been given that port.
+func restart(t *testing.T, n *wnode) {
+	t.Helper()
+	waitFor(t, n.name+"'s cluster port free", func() bool {
+		ln, err := net.Listen("tcp", n.clusterAddr)
+		if err != nil {
+			return false
+		}
+		ln.Close()
+		return true
+	})
+	n.start()
 }
 
 // publishConfirmed publishes n persistent messages to queue through ch
@@ -184,7 +200,7 @@ func TestClusterBehindNodeCatchesUp(t *testing.T) {
 	}
 	waitCompactedPast(t, time.Now(), n1, n3)
 
-	n2.start()
+	restart(t, n2)
 	defs := checkCaughtUp(t, n2, nodes, "behind-keep", 10, "behind-after")
 	for _, want := range []string{"behind-new", "behind-x-99", "behind-after"} {
 		if !strings.Contains(defs, `"`+want+`"`) {
@@ -199,7 +215,7 @@ func TestClusterBehindNodeCatchesUp(t *testing.T) {
 	}
 
 	n2.kill()
-	n2.start()
+	restart(t, n2)
 	waitRestored(t, n2, defs, "n2 after a restart")
 	if got, err := readyOn(n2, "behind-keep"); err != nil || got != 10 {
 		t.Fatalf("behind-keep after a restart: %d (%v), want 10", got, err)
@@ -305,7 +321,7 @@ func TestClusterBehindNodeDuringDeclareLoop(t *testing.T) {
 	waitFor(t, "declares while n2 is down", func() bool { return okOn(0)+okOn(2) > before+100 })
 	waitCompactedPast(t, time.Now(), nodes[0], nodes[2])
 
-	n2.start()
+	restart(t, n2)
 	waitFor(t, n2.name+" installs the snapshot", func() bool { return strings.Contains(n2.logs.String(), restoredLine) })
 	after := okOn(1)
 	waitFor(t, "declare-ok through n2 in the loop", func() bool { return okOn(1) > after+10 })
