@@ -132,6 +132,28 @@ func (p *queueRestore) finish(b *Broker, conss []*consumer) {
 			zap.Int("queues_kept", len(p.keep)), zap.Int("queues_deleted", len(p.drop)),
 			zap.Int("entries_replaced", len(p.retire)))
 	}
+	// The exclusive queues of this node that the snapshot brings and the
+	// node did not have: their connections died with the node (as at a
+	// restart, durable.go), so they go through the log.
+	var orphans []droppedQueue
+	for _, v := range b.allVHosts() {
+		v.mu.RLock()
+		for name, qe := range v.queues {
+			if qe.exclusive && qe.home == nil && qe.repl == nil && p.keep[v.name+"\x00"+name] != qe {
+				orphans = append(orphans, droppedQueue{v, qe})
+			}
+		}
+		v.mu.RUnlock()
+	}
+	if len(orphans) > 0 {
+		go func() {
+			for _, o := range orphans {
+				if _, err := o.v.removeQueue(o.qe, false, false, true); err != nil {
+					b.log.Warn("deleting an exclusive queue whose connection is gone", zap.String("queue", o.qe.name), zap.Error(err))
+				}
+			}
+		}()
+	}
 	b.mu.Lock()
 	conns := make([]*conn, 0, len(b.conns))
 	for c := range b.conns {

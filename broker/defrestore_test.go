@@ -131,6 +131,12 @@ func TestRestoreDefinitionsOverQueues(t *testing.T) {
 	if err := cch.QueueBind("restore-keep", "k", "restore-new-x", false, nil); err != nil {
 		t.Fatal(err)
 	}
+	// An exclusive queue whose connection is on the node in the cluster's
+	// view, but died with the node: the node deletes it once restored.
+	exConn := dial(t, cluster)
+	if _, err := open(t, exConn).QueueDeclare("restore-exclusive", false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
 	snap, err := cluster.SnapshotDefinitions()
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +155,14 @@ func TestRestoreDefinitionsOverQueues(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("client connection not closed by the restore")
+	}
+	waitFor(t, "the orphaned exclusive queue deleted", func() bool { return queueCount(t, node, "restore-exclusive") == -1 })
+	if err := exConn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the exclusive queue deleted in the cluster", func() bool { return queueCount(t, cluster, "restore-exclusive") == -1 })
+	if snap, err = cluster.SnapshotDefinitions(); err != nil {
+		t.Fatal(err)
 	}
 	got, err := node.SnapshotDefinitions()
 	if err != nil {
@@ -199,7 +213,7 @@ func TestRestoreDefinitionsOverQueues(t *testing.T) {
 	// (it would disconnect the client).
 	ch2 := open(t, dial(t, node2))
 	closed2 := ch2.NotifyClose(make(chan *amqp091.Error, 1))
-	if err := node2.RestoreDefinitionsAt(1000, snap); err != nil {
+	if err := node2.RestoreDefinitionsAt(1000, []byte("not installed again")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ch2.QueueDeclarePassive("restore-keep", true, false, false, false, nil); err != nil {
