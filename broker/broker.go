@@ -240,6 +240,9 @@ type Broker struct {
 	// definitions already and are skipped (defreplication.go).
 	defIndex      atomic.Uint64
 	storedApplied atomic.Uint64
+	// restoreErr says why the last definitions snapshot sent by the log
+	// failed to install (nil: none failed since the last that did).
+	restoreErr atomic.Pointer[string]
 	// defQueued is set (defMu) while ApplyDefinitionAt applies a command
 	// of a replicated log: its store write is queued, not waited for
 	// (store.UpdateAppliedQueued). defStoreFailed is set once such a write

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"go.uber.org/zap"
+
 	"github.com/warrenmq/warren/store"
 )
 
@@ -84,12 +86,6 @@ func (d *defStateMachine) Restore(index uint64, r io.Reader) error {
 // wrote nothing (a refusal, a transient object) is replayed, which gives the
 // same stored state.
 
-// ErrRestoreOverQueues is returned by RestoreDefinitionsAt for a snapshot
-// that would replace definitions on a node that has queues: a node that fell
-// behind its log's snapshot while it held queues. Its data dir must be
-// emptied and the node joined again.
-var ErrRestoreOverQueues = errors.New("broker: a definitions snapshot cannot replace this node's queues (the node fell behind the cluster's log); empty its data dir and join it again")
-
 // ApplyDefinitionAt applies the command at index of a replicated log: as
 // ApplyDefinition, with index recorded in the store write, and skipped
 // (an empty result) when the stored definitions hold it already.
@@ -116,10 +112,28 @@ func (b *Broker) ApplyDefinitionAt(index uint64, enc []byte) DefResult {
 
 // RestoreDefinitionsAt replaces the definitions with snap, taken at index of
 // a replicated log: nothing to do when the stored definitions hold index
-// already or equal snap; otherwise, on a broker without queues (a node that
-// joins), the snapshot replaces every definition, in memory and in the
-// store (records not in it deleted), with index recorded.
+// already or equal snap; otherwise the snapshot replaces every definition,
+// in memory and in the store (records not in it deleted), with index
+// recorded. On a node that has queues (one that fell behind the log), the
+// queues of this node that the snapshot lists keep their messages
+// (defrestore.go). A failure is logged and reported (DefinitionsBehind):
+// the log sends the snapshot again.
 func (b *Broker) RestoreDefinitionsAt(index uint64, snap []byte) error {
+	err := b.restoreDefinitionsAt(index, snap)
+	if err != nil {
+		msg := fmt.Sprintf("%v: %v", errRestoreFailed, err)
+		b.restoreErr.Store(&msg)
+		b.log.Error("cannot install the cluster's definitions snapshot: this node stays behind the cluster until it can; the cluster retries",
+			zap.Uint64("index", index), zap.Error(err))
+		return err
+	}
+	if b.restoreErr.Swap(nil) != nil {
+		b.log.Info("installed the cluster's definitions snapshot: this node caught up", zap.Uint64("index", index))
+	}
+	return nil
+}
+
+func (b *Broker) restoreDefinitionsAt(index uint64, snap []byte) error {
 	b.recoverOnce.Do(func() {})
 	if index <= b.storedApplied.Load() {
 		return nil
@@ -136,9 +150,6 @@ func (b *Broker) RestoreDefinitionsAt(index uint64, snap []byte) error {
 		}
 		b.storedApplied.Store(index)
 		return nil
-	}
-	if b.hasQueues() {
-		return ErrRestoreOverQueues
 	}
 	var dels []store.DefRef
 	if st := b.cfg.Store; st != nil {
@@ -177,20 +188,6 @@ func (b *Broker) RecordDefinitionsApplied(index uint64) error {
 	}
 	b.storedApplied.Store(index)
 	return nil
-}
-
-// hasQueues reports whether any vhost has a queue.
-func (b *Broker) hasQueues() bool {
-	vhosts := b.allVHosts()
-	for _, v := range vhosts {
-		v.mu.RLock()
-		n := len(v.queues)
-		v.mu.RUnlock()
-		if n > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // definitionRefs names every record of d.

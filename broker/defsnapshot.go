@@ -324,18 +324,21 @@ func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefR
 	if dels != nil {
 		dels = staleRecords(dels, snapshotRecords(defs))
 	}
+	plan := b.planQueueRestore(defs)
 	b.defIndex.Store(index)
 	err := b.storeDefs(snapshotRecords(defs), dels)
 	b.defIndex.Store(0)
 	if err != nil {
 		return fmt.Errorf("broker: storing a definitions snapshot: %w", err)
 	}
+	conss := plan.dropLocked(b)
 	b.mu.Lock()
-	err = b.installDefinitionsLocked(defs, lastIDs, false)
+	err = b.installDefinitionsLocked(defs, lastIDs, false, plan.keep)
 	b.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	plan.finish(b, conss)
 	for key, owner := range s.Owners {
 		vname, qname, _ := strings.Cut(key, "\x00")
 		if v := b.vhost(vname); v != nil {

@@ -101,7 +101,7 @@ func (b *Broker) recover() error {
 	b.defMu.Lock()
 	defer b.defMu.Unlock()
 	b.mu.Lock()
-	err = b.installDefinitionsLocked(defs, st.LastIDs(), true)
+	err = b.installDefinitionsLocked(defs, st.LastIDs(), true, nil)
 	b.mu.Unlock()
 	if err != nil {
 		return err
@@ -112,8 +112,10 @@ func (b *Broker) recover() error {
 // installDefinitionsLocked replaces the definitions in memory with defs:
 // at recovery (recovering) from the store, with the messages of durable
 // queues, or from a snapshot. The id counters go on from lastIDs and from
-// the ids in defs. Hold b.defMu and b.mu.
-func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[store.Kind]uint64, recovering bool) error {
+// the ids in defs. The queues in keep (by "vhost\x00name") stay as they
+// are where defs lists them with the same id (a snapshot restored over a
+// node's queues, defrestore.go). Hold b.defMu and b.mu.
+func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[store.Kind]uint64, recovering bool, keep map[string]*queueEntity) error {
 	st := b.cfg.Store
 	clear(b.vhosts)
 	clear(b.users)
@@ -169,6 +171,15 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 					return err
 				}
 			}
+			continue
+		}
+		if kq := keep[q.VHost+"\x00"+q.Name]; kq != nil && kq.id == q.ID {
+			// A queue of this node that a snapshot restore keeps, with
+			// its messages (restoreDefinitions).
+			kq.mu.Lock()
+			kq.vhost = v
+			kq.mu.Unlock()
+			v.queues[q.Name] = kq
 			continue
 		}
 		qe := &queueEntity{

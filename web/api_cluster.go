@@ -38,6 +38,14 @@ func (s *Server) clusterNodeItems(r *http.Request, rs ranges, v broker.ClusterVi
 		var it item
 		if n.Name == v.NodeName() {
 			it = s.nodeJSON(rs)
+			// A node that could not install the cluster's definitions
+			// snapshot is behind the cluster (the cluster retries).
+			if msg := s.b.DefinitionsBehind(); msg != "" {
+				it["definitions_behind"] = true
+				it["definitions_error"] = msg
+			} else {
+				it["definitions_behind"] = false
+			}
 		} else {
 			it = item{"type": "disc", "uptime": n.Uptime, "mem_used": n.MemUsed}
 		}
