@@ -66,8 +66,10 @@ BENCH_PIDS=()
 export STATE="$TMP/rabbit"
 RMQC_SOURCE=1 source scripts/rabbitmq-cluster.sh
 
-rabbit_start() { rmqc_start; }
-rabbit_stop() { rmqc_stop >/dev/null 2>&1 || true; }
+# RABBIT_EXTERNAL=1: a cluster already running on AMQP_BASE + 1..3 (started
+# with scripts/rabbitmq-cluster.sh and the same AMQP_BASE), left running.
+rabbit_start() { [ -n "${RABBIT_EXTERNAL:-}" ] || rmqc_start; }
+rabbit_stop() { [ -n "${RABBIT_EXTERNAL:-}" ] || rmqc_stop >/dev/null 2>&1 || true; }
 rabbit_uri() { rmqc_uri "$1"; }
 rabbit_version() { echo "RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo '?')"; }
 
