@@ -156,6 +156,9 @@ type QueueGroup struct {
 	// this node's side of them (nil: no I/O).
 	streams map[GroupQueueKey]*groupStream
 	host    *streamHost
+	// sacLocal are this node's members of the streams' consumer groups
+	// by id (streamsac.go). Not state.
+	sacLocal map[queue.ConsumerID]sacLocal
 	// observe, when set, is called after each command applied, with mu
 	// held (the broker's effect executor on the group's leader).
 	observe func(index uint64, r *GroupResult)
@@ -362,6 +365,7 @@ func (g *QueueGroup) applyGone(index uint64, b []byte) []*GroupResult {
 		}
 		out = append(out, g.done(index, r))
 	}
+	g.sacGoneLocked(mask, value)
 	return out
 }
 

@@ -1405,7 +1405,7 @@ func (g *QueueGroup) consumerIDs() []queue.ConsumerID {
 		ids = q.ConsumerIDs(ids)
 		ids = q.HolderIDs(ids)
 	}
-	return ids
+	return g.sacIDsLocked(ids)
 }
 
 // quorumArg reports whether declare arguments ask for a quorum queue.

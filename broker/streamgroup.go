@@ -61,6 +61,10 @@ type groupStream struct {
 	s   *queue.Stream
 	// pubs is the last sequence applied per publisher (dedup).
 	pubs map[uint64]uint64
+	// sac are the single-active-consumer groups by name and partition
+	// the stream's index in its super stream (streamsac.go).
+	sac       map[string]*sacGroup
+	partition int
 
 	// This node's (not replicated):
 	storeID uint64
@@ -155,7 +159,13 @@ func (g *QueueGroup) applyStreamLocked(kind byte, r *GroupResult, d *linkDecoder
 		return
 	}
 	var cmd queue.StreamCmd
-	switch d.byte1() {
+	switch op := d.byte1(); op {
+	case streamOpJoin, streamOpLeave:
+		g.applySACLocked(gs, op, r, d)
+		if g.host != nil && len(gs.s.Consumers()) > 0 {
+			g.host.dispatchLocked(gs)
+		}
+		return
 	case streamOpAppend:
 		cmd = queue.StreamCmd{Op: queue.StreamAppendChunk, Now: int64(d.u())}
 		n := d.u()
@@ -252,7 +262,7 @@ func (g *QueueGroup) appendStreamsSnapshot(b []byte) []byte {
 			b = appendU(appendU(b, p), gs.pubs[p])
 		}
 	}
-	return b
+	return g.appendSACSnapshot(b)
 }
 
 // restoreStreams decodes the streams of a group snapshot (none when b is
@@ -292,6 +302,12 @@ func restoreStreams(b []byte) (map[GroupQueueKey]*groupStream, error) {
 		out[k] = gs
 	}
 	if len(d.b) != 0 {
+		// The consumer groups (none in a snapshot from before them).
+		if restoreSAC(&d, out); d.err != nil {
+			return nil, fmt.Errorf("%w: consumer groups of the snapshot", ErrGroupCommand)
+		}
+	}
+	if len(d.b) != 0 {
 		return nil, fmt.Errorf("%w: %d bytes after the snapshot", ErrGroupCommand, len(d.b))
 	}
 	return out, nil
@@ -309,7 +325,10 @@ func (g *QueueGroup) adoptConsumersLocked(old map[GroupQueueKey]*groupStream) {
 				n.s.AddConsumer(c)
 			}
 		}
-		if n != nil && g.host != nil {
+	}
+	g.syncLocalLocked()
+	for k := range old {
+		if n := g.streams[k]; n != nil && g.host != nil {
 			g.host.dispatchLocked(n)
 		}
 	}

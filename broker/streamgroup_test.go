@@ -46,8 +46,16 @@ func streamGroupLog(seed uint64, n int) [][]byte {
 					Body: fmt.Appendf(nil, "%d/%d", pub, seq)}})
 			}
 			log = append(log, appendStreamAppendCmd(nil, k, now, msgs))
-		case x < 85:
+		case x < 80:
 			log = append(log, GroupStreamOffsetCmd(k, fmt.Sprint("c", r.IntN(3)), uint64(r.IntN(200))))
+		case x < 84:
+			id := queue.ConsumerID(1+r.IntN(3))<<replNodeShift | queue.ConsumerID(1+r.IntN(4))
+			log = append(log, GroupStreamJoinCmd(k, fmt.Sprint("c", r.IntN(2)), id, r.IntN(3), "t"))
+		case x < 86:
+			id := queue.ConsumerID(1+r.IntN(3))<<replNodeShift | queue.ConsumerID(1+r.IntN(4))
+			log = append(log, GroupStreamLeaveCmd(k, fmt.Sprint("c", r.IntN(2)), id))
+		case x < 87:
+			log = append(log, GroupGoneCmd(replNodeMask, queue.ConsumerID(1+r.IntN(3))<<replNodeShift, now))
 		default:
 			log = append(log, GroupStreamRetainCmd(k, now))
 		}
@@ -125,5 +133,70 @@ func TestStreamGroupDedup(t *testing.T) {
 	gs := g.streams[k]
 	if gs.stored != 3 || gs.s.Chunks() != 2 {
 		t.Fatalf("stored %d, chunks %d; want 3 and 2", gs.stored, gs.s.Chunks())
+	}
+}
+
+// TestStreamGroupElection: a consumer group's active member is partition
+// mod members in joining order; one taking over resumes after the stored
+// offset; a node gone takes its members out; the groups survive a
+// snapshot.
+func TestStreamGroupElection(t *testing.T) {
+	g := NewQueueGroup()
+	k := GroupQueueKey{VHost: "/", Name: "s", ID: 7}
+	g.Apply(1, GroupStreamCreateCmd(k, queue.StreamConfig{}))
+	header, err := (&amqp.ContentHeader{ClassID: amqp.ClassBasic, BodySize: 1}).AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []streamAppend
+	for i := range 10 {
+		msgs = append(msgs, streamAppend{msg: &queue.Message{Header: header, Body: []byte{byte(i)}}})
+	}
+	g.Apply(2, appendStreamAppendCmd(nil, k, 5, msgs))
+	id1, id2 := queue.ConsumerID(1)<<replNodeShift|1, queue.ConsumerID(2)<<replNodeShift|1
+	c1 := &queue.StreamConsumer{Tag: "c1", Name: "grp", Single: true, Elected: true, Prefetch: 10}
+	c2 := &queue.StreamConsumer{Tag: "c2", Name: "grp", Single: true, Elected: true, Prefetch: 10}
+	g.mu.Lock()
+	gs := g.streams[k]
+	for _, c := range []struct {
+		id queue.ConsumerID
+		sc *queue.StreamConsumer
+	}{{id1, c1}, {id2, c2}} {
+		if g.sacLocal == nil {
+			g.sacLocal = map[queue.ConsumerID]sacLocal{}
+		}
+		g.sacLocal[c.id] = sacLocal{key: k, sc: c.sc}
+		gs.s.AddConsumer(c.sc)
+	}
+	g.mu.Unlock()
+	active := func() (bool, bool) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return c1.Active(), c2.Active()
+	}
+	g.Apply(3, GroupStreamJoinCmd(k, "grp", id1, 1, "c1"))
+	if a1, a2 := active(); !a1 || a2 {
+		t.Fatalf("one member: active %v %v, want the first", a1, a2)
+	}
+	g.Apply(4, GroupStreamJoinCmd(k, "grp", id2, 1, "c2"))
+	if a1, a2 := active(); a1 || !a2 {
+		t.Fatalf("partition 1 of two members: active %v %v, want the second", a1, a2)
+	}
+	g.Apply(5, GroupStreamOffsetCmd(k, "grp", 6))
+	snap := g.snapshotBytes()
+	g.Apply(6, GroupGoneCmd(replNodeMask, queue.ConsumerID(2)<<replNodeShift, 7))
+	if a1, a2 := active(); !a1 || a2 || c1.Offset != 7 {
+		t.Fatalf("second's node gone: active %v %v, offset %d; want the first from 7", a1, a2, c1.Offset)
+	}
+	g.Apply(7, GroupStreamLeaveCmd(k, "grp", id1))
+	if a1, a2 := active(); a1 || a2 {
+		t.Fatalf("both gone: active %v %v", a1, a2)
+	}
+	// The restored group has both members, the second active.
+	if err := g.Restore(5, bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	if a1, a2 := active(); a1 || !a2 {
+		t.Fatalf("restored: active %v %v, want the second", a1, a2)
 	}
 }

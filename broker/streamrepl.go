@@ -213,12 +213,13 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 	sc := &queue.StreamConsumer{
 		Tag: tag, Prefetch: ch.prefetch, Gate: cons, Owner: cons,
 		Filters: a.filters, MatchUnfiltered: a.matchUnfiltered,
-		Name: a.name, Single: single,
+		Name: a.name, Single: single, Elected: single,
 	}
 	cons.stream = sc
 	partition := 0
 	if single {
 		partition = v.partitionIndex(qe.name)
+		cons.ID = ch.c.b.replConsumerID()
 	}
 	g.mu.Lock()
 	gs := g.streams[qe.repl.key]
@@ -234,9 +235,12 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 		}
 	}
 	if single {
-		s.SetPartition(partition)
+		// Waiting until the group (the stream's replicated state)
+		// elects it: its join is proposed below.
+		g.addSACLocked(gs, cons)
+	} else {
+		s.AddConsumer(sc)
 	}
-	s.AddConsumer(sc)
 	ch.mu.Lock()
 	ch.consumers[tag] = cons
 	ch.mu.Unlock()
@@ -247,6 +251,9 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 		g.host.dispatchLocked(gs)
 	}
 	g.mu.Unlock()
+	if single {
+		ch.c.b.sacJoin(qe.repl.group, qe.repl.key, cons.ID, partition, sc)
+	}
 	return nil
 }
 
@@ -269,6 +276,10 @@ func (b *Broker) withReplStream(qe *queueEntity, f func(s *queue.Stream)) {
 
 // removeStreamReplConsumer takes cons off its replicated stream.
 func (qe *queueEntity) removeStreamReplConsumer(cons *consumer) {
+	if cons.stream.Elected {
+		qe.vhost.b.removeSAC(qe, cons)
+		return
+	}
 	qe.vhost.b.withReplStream(qe, func(s *queue.Stream) { s.RemoveConsumer(cons.stream) })
 }
 

@@ -134,6 +134,10 @@ type StreamConsumer struct {
 	// the consumers with the same Name only the first registered is
 	// active; the others wait and take over in order.
 	Single bool
+	// Elected, with Single, leaves the choice of the group's active member
+	// to the caller (SetActive): a replicated stream's groups are decided
+	// by its data group, across nodes. Such a consumer is added waiting.
+	Elected bool
 
 	// Offset is the next offset to deliver.
 	Offset  uint64
@@ -488,8 +492,22 @@ func (s *Stream) TakeDirtyOffsets() map[string]uint64 {
 func (s *Stream) AddConsumer(c *StreamConsumer) {
 	c.active = !c.Single
 	s.consumers = append(s.consumers, c)
-	if c.Single {
+	if c.Single && !c.Elected {
 		s.rebalance(c.Name, c)
+	}
+}
+
+// SetActive makes c, an Elected consumer, active or waiting; with seek
+// an active c (re)starts at offset from, kept within the log (a member
+// taking over from another resumes after the group's stored offset).
+func (s *Stream) SetActive(c *StreamConsumer, active, seek bool, from uint64) {
+	if c.active != active {
+		c.active = active
+		c.buf = nil
+	}
+	if active && seek {
+		c.Offset = min(max(from, s.first), s.next)
+		c.buf = nil
 	}
 }
 
@@ -502,7 +520,7 @@ func (s *Stream) RemoveConsumer(c *StreamConsumer) {
 	s.consumers = slices.Delete(s.consumers, i, i+1)
 	c.buf = nil
 	c.active = false
-	if c.Single {
+	if c.Single && !c.Elected {
 		s.rebalance(c.Name, nil)
 	}
 }
