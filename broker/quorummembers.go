@@ -240,6 +240,8 @@ func (b *Broker) ChangeQueueMember(vhostName, name, node string, add, stream boo
 		return MemberChange{}, fmt.Errorf("queue '%s' in vhost '%s' is not a stream: %w", name, vhostName, ErrInvalid)
 	case !stream && (qe.stream != nil || !quorumArg(qe.args)):
 		return MemberChange{}, fmt.Errorf("queue '%s' in vhost '%s' is not a quorum queue: %w", name, vhostName, ErrInvalid)
+	case qe.repl == nil && !b.replicated():
+		return MemberChange{}, fmt.Errorf("queue '%s' in vhost '%s' is not replicated: this node has no data groups (not clustered, or --quorum-groups 0): %w", name, vhostName, ErrInvalid)
 	case qe.repl == nil:
 		return MemberChange{}, fmt.Errorf("queue '%s' in vhost '%s' is not replicated (it was declared before the cluster planned its data groups): %w", name, vhostName, ErrInvalid)
 	}

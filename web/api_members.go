@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/warrenmq/warren/broker"
 )
@@ -89,6 +90,10 @@ func (s *Server) groupsChange(add bool) handlerFunc {
 func (s *Server) memberError(w http.ResponseWriter, err error) {
 	if errors.Is(err, broker.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	if errors.Is(err, broker.ErrInvalid) {
+		badRequest(w, strings.TrimSuffix(err.Error(), ": "+broker.ErrInvalid.Error()))
 		return
 	}
 	s.brokerError(w, err)
