@@ -79,8 +79,9 @@ import (
 // republishes them (quorumdlx.go).
 //
 // Not yet: the channel-wide prefetch and the outbound-buffer gate
-// (per-consumer prefetch only), nodes that are not members of the queue's
-// group (they refuse to use it).
+// (per-consumer prefetch only); nodes that are not members of the queue's
+// group forward its publishes to a member (quorummembers.go) but refuse
+// its consumers and gets.
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
 // cluster package's DataGroups).
