@@ -37,6 +37,10 @@ type linkServer struct {
 	ended     bool
 	consumers map[uint64]*consumer // by the peer's handle
 	held      map[*queueEntity]map[uint64]struct{}
+	// replPub and replSeq are the publisher id and last sequence of the
+	// peer's publishes to replicated queues (publishRepl; read loop
+	// only).
+	replPub, replSeq uint64
 }
 
 // ServeLink serves a node link stream opened by the broker of node peer
@@ -274,6 +278,9 @@ func (s *linkServer) replyNoQueue(id uint64, vname, name string) {
 // channel to wait on when qe is over the flow-control mark.
 func (s *linkServer) publish(qe *queueEntity, msg *queue.Message, id uint64) chan struct{} {
 	b := s.b
+	if qe.repl != nil && qe.stream == nil {
+		return s.publishRepl(qe, msg, id)
+	}
 	var done func(error)
 	if id != 0 {
 		done = func(err error) {

@@ -79,8 +79,9 @@ import (
 // republishes them (quorumdlx.go).
 //
 // Not yet: the channel-wide prefetch and the outbound-buffer gate
-// (per-consumer prefetch only), nodes that are not members of the queue's
-// group (they refuse to use it).
+// (per-consumer prefetch only); nodes that are not members of the queue's
+// group forward its publishes to a member (quorummembers.go) but refuse
+// its consumers and gets.
 
 // QuorumGroups reaches a cluster's data groups (cmd/warren adapts the
 // cluster package's DataGroups).
@@ -159,6 +160,9 @@ type replState struct {
 	// each dead letter not settled yet, per queue.
 	dlxKick      chan struct{}
 	dlxConfirmed map[GroupQueueKey]map[uint64]map[*queueEntity]bool
+	// away are the groups this node is not a member of per the plan, with
+	// their members (SetQuorumAway, quorummembers.go).
+	away map[uint64][]string
 }
 
 // Consumer ids of replicated queues: node(20 bits, a hash of the node's
@@ -583,6 +587,11 @@ func (b *Broker) createRepl(qe *queueEntity, cls, mth uint16) error {
 	if qe.stream != nil {
 		return b.createStreamRepl(qe, cls, mth)
 	}
+	if _, away := b.replAway(qe.repl.group); away {
+		// The queue is in the definitions, and so in its group (made
+		// by a member when it was declared).
+		return nil
+	}
 	r := &b.repl
 	r.mu.Lock()
 	m := r.machines[qe.repl.group]
@@ -660,6 +669,9 @@ func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confir
 	if qe.stream != nil {
 		return ch.publishStreamReplLocked(qe, msg, confirmSeq, throttle)
 	}
+	if node, away := ch.c.b.replAway(qe.repl.group); away {
+		return ch.forwardReplLocked(qe, node, msg, confirmSeq, throttle)
+	}
 	p := ch.replPublisher(qe, confirmSeq)
 	if p == nil {
 		return false
@@ -714,6 +726,9 @@ func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string
 		return ch.consumeStreamRepl(qe, m, tag)
 	}
 	b := ch.c.b
+	if _, away := b.replAway(qe.repl.group); away {
+		return awayRefusal(qe, amqp.ClassBasic, 20)
+	}
 	p := b.proposer(qe.repl.group)
 	if p == nil {
 		return groupDown(qe, amqp.ClassBasic, 20)

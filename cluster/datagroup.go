@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,9 +52,54 @@ type GroupMember struct {
 
 // GroupSpec is a data group as the metadata group records it: its id and
 // members, the first the preferred leader.
+//
+// Epoch counts the changes made to the group's members after it was
+// planned (ChangeMembers): once it is not 0 no node founds the group (a
+// member that has no state for it waits for the leader to add it), and
+// Leaving lists the members taken out of Members whose removal from the
+// group's Raft configuration is not known to be committed yet.
 type GroupSpec struct {
 	ID      uint64        `json:"id"`
 	Members []GroupMember `json:"members"`
+	Epoch   uint64        `json:"epoch,omitempty"`
+	Leaving []GroupMember `json:"leaving,omitempty"`
+}
+
+// Has reports whether node is one of the group's members (not counting
+// those leaving).
+func (s *GroupSpec) Has(node string) bool {
+	return slices.ContainsFunc(s.Members, func(m GroupMember) bool { return m.Name == node })
+}
+
+// AddMember adds m to the group's members (last: not the preferred
+// leader) and reports whether the plan changed.
+func (s *GroupSpec) AddMember(m GroupMember) bool {
+	if s.Has(m.Name) {
+		return false
+	}
+	s.Members = append(slices.Clone(s.Members), m)
+	s.Leaving = slices.DeleteFunc(slices.Clone(s.Leaving), func(l GroupMember) bool { return l.Name == m.Name })
+	s.Epoch++
+	return true
+}
+
+// RemoveMember takes node out of the group's members, into Leaving, and
+// reports whether the plan changed. It refuses to remove the last member.
+func (s *GroupSpec) RemoveMember(node string) (bool, error) {
+	i := slices.IndexFunc(s.Members, func(m GroupMember) bool { return m.Name == node })
+	if i < 0 {
+		return false, nil
+	}
+	if len(s.Members) == 1 {
+		return false, fmt.Errorf("cluster: node %s is the last member of data group %d", node, s.ID)
+	}
+	m := s.Members[i]
+	s.Members = slices.Delete(slices.Clone(s.Members), i, i+1)
+	if !slices.ContainsFunc(s.Leaving, func(l GroupMember) bool { return l.Name == node }) {
+		s.Leaving = append(slices.Clone(s.Leaving), m)
+	}
+	s.Epoch++
+	return true, nil
 }
 
 // PlanGroups places count groups of size members each (fewer when there
@@ -127,7 +173,7 @@ func (n *Node) serveGroupMeta(s *session, st *yamux.Stream) {
 // startDataGroup founds a data group with its configured members, unless
 // it has Raft state already (Start).
 func (l *RaftLog) startDataGroup(existing bool) error {
-	if !existing {
+	if !existing && !l.cfg.Join {
 		f := l.raft.BootstrapCluster(raft.Configuration{Servers: l.cfg.Servers})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("cluster: found group %d: %w", l.cfg.Group, err)
@@ -278,6 +324,7 @@ func (d *DataGroups) add(spec GroupSpec) (*dataGroup, error) {
 	}
 	m := &lazyMachine{f: func() StateMachine { return d.cfg.Machine(spec.ID) }}
 	l, err := NewRaftLog(RaftLogConfig{
+		Join: spec.Epoch > 0,
 		Node: d.cfg.Node, Group: spec.ID, Store: d.cfg.Store, LogID: d.cfg.LogBase + spec.ID,
 		SnapshotDir: filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID)), Machine: m,
 		ProposeTimeout: d.cfg.ProposeTimeout, HeartbeatTimeout: d.cfg.HeartbeatTimeout,
@@ -386,13 +433,18 @@ func (d *DataGroups) balance() {
 		}
 		d.mu.Lock()
 		groups := make([]*dataGroup, 0, len(d.groups))
+		prefs := make([]GroupMember, 0, len(d.groups))
 		for _, dg := range d.groups {
+			if len(dg.spec.Members) == 0 {
+				continue
+			}
 			groups = append(groups, dg)
+			prefs = append(prefs, dg.spec.Members[0])
 		}
 		d.mu.Unlock()
 		now := time.Now()
-		for _, dg := range groups {
-			pref := dg.spec.Members[0]
+		for i, dg := range groups {
+			pref := prefs[i]
 			applied := dg.log.AppliedIndex()
 			busy := applied != dg.applied
 			dg.applied = applied
@@ -411,6 +463,128 @@ func (d *DataGroups) balance() {
 			d.log.Info("data group leadership handed to its preferred member", zap.Uint64("group", dg.spec.ID), zap.String("to", pref.Name))
 		}
 	}
+}
+
+// membersTimeout bounds a Raft membership change or leadership transfer
+// Reconcile makes.
+const membersTimeout = 10 * time.Second
+
+// Reconcile brings the running groups in line with specs, the plan as
+// changed by membership verbs (GroupSpec.Epoch):
+//
+//   - a group this node runs but is no longer a member of: while it is
+//     in Leaving, this node hands the group's leadership to a member if
+//     it leads it (the leader then removes it); once it is in neither
+//     Members nor Leaving (its removal is committed), the group is
+//     stopped here and its Raft log and snapshots deleted: the ids are
+//     returned in dropped;
+//   - a group this node leads: the plan's members missing from its Raft
+//     configuration are added (AddVoter: they catch up from the leader's
+//     snapshot and log), the servers not in the plan removed
+//     (RemoveServer), and the Leaving members no longer in the
+//     configuration returned in removed (group id to names) for the
+//     caller to take out of the plan.
+//
+// It runs on the caller's goroutine and may block for membersTimeout per
+// change.
+func (d *DataGroups) Reconcile(specs []GroupSpec) (removed map[uint64][]string, dropped []uint64) {
+	self := d.cfg.Node.Name()
+	for _, spec := range specs {
+		d.mu.Lock()
+		dg := d.groups[spec.ID]
+		if dg != nil {
+			dg.spec = spec
+		}
+		d.mu.Unlock()
+		if dg == nil || dg.log.running() == nil {
+			continue
+		}
+		leaving := slices.ContainsFunc(spec.Leaving, func(m GroupMember) bool { return m.Name == self })
+		if !spec.Has(self) {
+			if leaving {
+				d.handOver(dg, spec)
+				continue
+			}
+			d.drop(dg)
+			dropped = append(dropped, spec.ID)
+			continue
+		}
+		if !dg.log.IsLeader() {
+			continue
+		}
+		cfg := dg.log.Members()
+		if cfg == nil {
+			continue
+		}
+		for _, m := range spec.Members {
+			if _, ok := cfg[m.Name]; ok {
+				continue
+			}
+			err := dg.log.raft.AddVoter(raft.ServerID(m.Name), raft.ServerAddress(m.Addr), 0, membersTimeout).Error()
+			d.log.Info("data group member added", zap.Uint64("group", spec.ID), zap.String("node", m.Name), zap.Error(err))
+		}
+		for name := range cfg {
+			if name == self || spec.Has(name) {
+				continue
+			}
+			err := dg.log.raft.RemoveServer(raft.ServerID(name), 0, membersTimeout).Error()
+			d.log.Info("data group member removed", zap.Uint64("group", spec.ID), zap.String("node", name), zap.Error(err))
+		}
+		if !dg.log.IsLeader() {
+			continue
+		}
+		cfg = dg.log.Members()
+		for _, m := range spec.Leaving {
+			if _, ok := cfg[m.Name]; !ok && cfg != nil {
+				if removed == nil {
+					removed = map[uint64][]string{}
+				}
+				removed[spec.ID] = append(removed[spec.ID], m.Name)
+			}
+		}
+	}
+	return removed, dropped
+}
+
+// handOver transfers the leadership of dg, which this node leads and is
+// leaving, to a member of spec connected to this node.
+func (d *DataGroups) handOver(dg *dataGroup, spec GroupSpec) {
+	if !dg.log.IsLeader() {
+		return
+	}
+	cfg := dg.log.Members()
+	for _, m := range spec.Members {
+		if cfg[m.Name] != m.Addr || !d.cfg.Node.connected(m.Addr) {
+			continue
+		}
+		err := dg.log.raft.LeadershipTransferToServer(raft.ServerID(m.Name), raft.ServerAddress(m.Addr)).Error()
+		d.log.Info("leaving data group: leadership handed over", zap.Uint64("group", spec.ID), zap.String("to", m.Name), zap.Error(err))
+		if err == nil {
+			return
+		}
+	}
+}
+
+// drop stops dg on this node, whose removal from the group is committed,
+// and deletes its Raft log and snapshots.
+func (d *DataGroups) drop(dg *dataGroup) {
+	d.mu.Lock()
+	if d.groups[dg.spec.ID] != dg {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.groups, dg.spec.ID)
+	d.mu.Unlock()
+	if err := dg.log.Close(); err != nil {
+		d.log.Warn("stopping a data group this node left", zap.Uint64("group", dg.spec.ID), zap.Error(err))
+	}
+	if err := d.cfg.Store.Log(d.cfg.LogBase + dg.spec.ID).Remove(); err != nil {
+		d.log.Warn("deleting the log of a data group this node left", zap.Uint64("group", dg.spec.ID), zap.Error(err))
+	}
+	if err := os.RemoveAll(filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", dg.spec.ID))); err != nil {
+		d.log.Warn("deleting the snapshots of a data group this node left", zap.Uint64("group", dg.spec.ID), zap.Error(err))
+	}
+	d.log.Info("left data group: its replica dropped", zap.Uint64("group", dg.spec.ID))
 }
 
 // Close stops this node's groups (they stay members).

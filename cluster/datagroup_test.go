@@ -213,3 +213,33 @@ func TestDataGroups(t *testing.T) {
 		t.Fatal("group 1 differs")
 	}
 }
+
+// TestGroupSpecMembers: membership changes of a plan's group move a
+// removed member to Leaving, count the changes in Epoch, take a re-added
+// member out of Leaving, and refuse to remove the last member.
+func TestGroupSpecMembers(t *testing.T) {
+	s := GroupSpec{ID: 1, Members: []GroupMember{{"n1", "a1"}, {"n2", "a2"}, {"n3", "a3"}}}
+	orig := s.Members
+	if ok, err := s.RemoveMember("n3"); !ok || err != nil {
+		t.Fatalf("remove n3: %v %v", ok, err)
+	}
+	if s.Has("n3") || len(s.Members) != 2 || len(s.Leaving) != 1 || s.Leaving[0].Name != "n3" || s.Epoch != 1 {
+		t.Fatalf("after removing n3: %+v", s)
+	}
+	if len(orig) != 3 || orig[2].Name != "n3" {
+		t.Fatalf("the plan's member list was changed in place: %+v", orig)
+	}
+	if ok, _ := s.RemoveMember("n3"); ok {
+		t.Fatal("n3 removed twice")
+	}
+	if !s.AddMember(GroupMember{"n3", "a3"}) || !s.Has("n3") || len(s.Leaving) != 0 || s.Epoch != 2 {
+		t.Fatalf("after adding n3 back: %+v", s)
+	}
+	if s.AddMember(GroupMember{"n3", "a3"}) {
+		t.Fatal("n3 added twice")
+	}
+	one := GroupSpec{ID: 2, Members: []GroupMember{{"n1", "a1"}}}
+	if ok, err := one.RemoveMember("n1"); ok || err == nil {
+		t.Fatalf("the last member was removed: %v %v", ok, err)
+	}
+}

@@ -98,6 +98,10 @@ type RaftLogConfig struct {
 	// founds the group with this same configuration (datagroup.go). The
 	// metadata group leaves it empty (it is founded by one node and joined).
 	Servers []raft.Server
+	// Join, for a data group, is set for a member added to a running
+	// group (its plan was changed, GroupSpec.Epoch): it founds nothing and
+	// waits for the group's leader to add it and send it the group's state.
+	Join bool
 	// Logger defaults to the node's.
 	Logger *zap.Logger
 }

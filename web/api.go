@@ -120,6 +120,7 @@ func (s *Server) apiRoutes() []route {
 	h("DELETE /api/queues/{vhost}/{name}/contents", levelManagement, s.purgeQueue)
 	h("POST /api/queues/{vhost}/{name}/get", levelManagement, s.getMessages)
 	h("GET /api/queues/{vhost}/{name}/bindings", levelManagement, s.getQueueBindings)
+	s.memberRoutes(h)
 	h("PUT /api/super-streams/{vhost}/{name}", levelManagement, s.putSuperStream)
 	h("GET /api/super-streams/{vhost}/{name}", levelManagement, s.getSuperStream)
 	h("DELETE /api/super-streams/{vhost}/{name}", levelManagement, s.deleteSuperStream)

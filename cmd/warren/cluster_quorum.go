@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -51,13 +52,19 @@ type dataGroups struct {
 	count int
 	size  int
 
+	// editMu serializes this node's changes of the plan (editPlan).
+	editMu sync.Mutex
+
 	mu   sync.Mutex
 	b    *broker.Broker
 	raw  []byte
 	plan []cluster.GroupSpec
 }
 
-var _ broker.QuorumGroups = (*dataGroups)(nil)
+var (
+	_ broker.QuorumGroups     = (*dataGroups)(nil)
+	_ broker.QuorumMembership = (*dataGroups)(nil)
+)
 
 // quorumGroups returns broker.Config.QuorumGroups (nil when clustering is
 // off or --quorum-groups is 0).
@@ -122,6 +129,7 @@ func (d *dataGroups) follow(ctx context.Context, b *broker.Broker) {
 			if _, err := d.dg.Ensure(wake); err != nil && !errors.Is(err, cluster.ErrClosed) {
 				d.c.log.Warn("starting data groups", zap.Error(err))
 			}
+			d.reconcile(b, plan)
 		} else if d.c.meta.IsLeader() {
 			members := d.c.meta.Members()
 			if len(members) >= d.size {
@@ -143,6 +151,126 @@ func (d *dataGroups) follow(ctx context.Context, b *broker.Broker) {
 		case <-t.C:
 		}
 	}
+}
+
+// reconcile follows the plan's membership changes (ChangeGroupMember):
+// the broker learns which groups this node is not a member of (it stops
+// proposing publishes to them at once, and forwards them to a member),
+// the groups' leaders change their Raft configurations, the groups this
+// node was removed from are dropped here, and the removals known
+// committed are taken out of the plan's Leaving lists.
+func (d *dataGroups) reconcile(b *broker.Broker, plan []cluster.GroupSpec) {
+	self := d.c.node.Name()
+	changed := plan[:0:0]
+	for _, s := range plan {
+		if s.Has(self) {
+			b.SetQuorumAway(s.ID, nil)
+		} else {
+			names := make([]string, len(s.Members))
+			for i, m := range s.Members {
+				names[i] = m.Name
+			}
+			b.SetQuorumAway(s.ID, names)
+		}
+		if s.Epoch > 0 {
+			changed = append(changed, s)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	removed, dropped := d.dg.Reconcile(changed)
+	for _, g := range dropped {
+		b.LeftQuorumGroup(g)
+	}
+	if len(removed) == 0 {
+		return
+	}
+	err := d.editPlan(func(plan []cluster.GroupSpec) bool {
+		edited := false
+		for i := range plan {
+			gone := removed[plan[i].ID]
+			if len(gone) == 0 {
+				continue
+			}
+			plan[i].Leaving = slices.DeleteFunc(slices.Clone(plan[i].Leaving), func(m cluster.GroupMember) bool {
+				if slices.Contains(gone, m.Name) && !plan[i].Has(m.Name) {
+					edited = true
+					return true
+				}
+				return false
+			})
+		}
+		return edited
+	})
+	if err != nil {
+		d.c.log.Warn("recording data group removals", zap.Error(err))
+	}
+}
+
+// editPlan applies edit to a copy of the current plan and records it
+// (a definitions command: every node applies the same plan) when edit
+// reports a change. Changes made through this node are serialized.
+func (d *dataGroups) editPlan(edit func([]cluster.GroupSpec) bool) error {
+	d.editMu.Lock()
+	defer d.editMu.Unlock()
+	plan, ok := d.current()
+	if !ok {
+		return errors.New("the cluster has no data groups yet (fewer nodes than --quorum-group-size)")
+	}
+	cp := make([]cluster.GroupSpec, len(plan))
+	for i, s := range plan {
+		cp[i] = s
+		cp[i].Members = slices.Clone(s.Members)
+		cp[i].Leaving = slices.Clone(s.Leaving)
+	}
+	if !edit(cp) {
+		return nil
+	}
+	raw, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	b := d.b
+	d.mu.Unlock()
+	_, err = b.SetGlobalParameter(dataGroupsParam, raw)
+	return err
+}
+
+// ChangeGroupMember implements broker.QuorumMembership: node joins (add)
+// or leaves the plan of data group g.
+func (d *dataGroups) ChangeGroupMember(g uint64, node string, add bool) error {
+	addr, known := d.c.meta.Members()[node]
+	if add && !known {
+		return fmt.Errorf("node '%s' is not a member of the cluster", node)
+	}
+	var failed error
+	found := false
+	err := d.editPlan(func(plan []cluster.GroupSpec) bool {
+		for i := range plan {
+			if plan[i].ID != g {
+				continue
+			}
+			found = true
+			if add {
+				return plan[i].AddMember(cluster.GroupMember{Name: node, Addr: addr})
+			}
+			ok, err := plan[i].RemoveMember(node)
+			failed = err
+			return ok
+		}
+		return false
+	})
+	switch {
+	case err != nil:
+		return err
+	case failed != nil:
+		return failed
+	case !found:
+		return fmt.Errorf("no data group %d in the plan", g)
+	}
+	return nil
 }
 
 // current returns the plan as the definitions hold it now.

@@ -226,7 +226,7 @@ func ctlCommand() *cli.Command {
 					return w.Flush()
 				},
 			},
-		}, clusterCommands()...),
+		}, append(clusterCommands(), memberCommands()...)...),
 	}
 }
 
