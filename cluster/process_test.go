@@ -144,6 +144,16 @@ func (n *wnode) start() {
 		args = append(args, "--join", strings.Join(n.join, ","))
 	}
 	args = append(args, n.extra...)
+	// While a node was down, an outgoing connection on this machine may
+	// have been given its cluster port: start once the port is free again.
+	waitFor(t, n.name+"'s cluster port free", func() bool {
+		ln, err := net.Listen("tcp", n.clusterAddr)
+		if err != nil {
+			return false
+		}
+		ln.Close()
+		return true
+	})
 	cmd := exec.Command(warrenBinary(t), args...)
 	logs := &lockedBuffer{}
 	cmd.Stdout = logs
