@@ -130,6 +130,12 @@ type Config struct {
 	// quorum queues are replicated in them (quorumrepl.go). Nil: quorum
 	// queues live on one node.
 	QuorumGroups QuorumGroups
+	// BeforeAccept, when set, runs in Serve before the first connection
+	// is accepted (the listener is open: clients wait in its backlog). A
+	// cluster node waits there for its definitions to catch up with the
+	// cluster's, so that its first clients see what was declared while it
+	// was down.
+	BeforeAccept func(ctx context.Context)
 }
 
 func (c *Config) setDefaults() {
@@ -422,6 +428,9 @@ func (b *Broker) Serve(ctx context.Context) error {
 		close(monStop)
 		wg.Wait()
 	}()
+	if b.cfg.BeforeAccept != nil {
+		b.cfg.BeforeAccept(ctx)
+	}
 	if tln != nil {
 		b.log.Info("amqps listener started", zap.Stringer("addr", tln.Addr()))
 		tlsCfg := serverTLSConfig(b.cfg.TLS)

@@ -208,3 +208,50 @@ type countMachine struct{}
 func (countMachine) Apply(index uint64, cmd []byte) any { return nil }
 func (countMachine) Snapshot() (StateSnapshot, error)   { return listState(""), nil }
 func (countMachine) Restore(uint64, io.Reader) error    { return nil }
+
+// TestRaftLogCatchUp: CatchUp on a follower whose state machine is held
+// returns only once the follower has applied every command committed
+// before the call, and the barrier it appends reaches no state machine.
+func TestRaftLogCatchUp(t *testing.T) {
+	machines := make([]*gateMachine, 3)
+	for i := range machines {
+		machines[i] = &gateMachine{}
+	}
+	dgs := startGroupOf3(t, func(i int) StateMachine { return machines[i] })
+	leader, follower := dgs[0].Group(1), dgs[2].Group(1)
+	machines[2].hold()
+	const n = 10
+	var want []string
+	for i := range n {
+		cmd := fmt.Sprintf("c%d", i)
+		if _, err := leader.Propose(t.Context(), []byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, cmd)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follower.CatchUp(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("CatchUp returned (%v) while the follower could apply nothing", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	machines[2].open()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := machines[2].list(); !slices.Equal(got, want) {
+		t.Fatalf("the follower applied %q when CatchUp returned, want %q", got, want)
+	}
+	if _, err := leader.Propose(t.Context(), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every member applies the next command", func() bool {
+		for _, m := range machines {
+			if got := m.list(); !slices.Equal(got, append(slices.Clone(want), "after")) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -650,6 +650,47 @@ func TestClusterLeaveAndRejoin(t *testing.T) {
 	waitRestored(t, n3, defs, "n3 after a second restart")
 }
 
+// TestClusterRestartServesCaughtUp: a node restarted after an outage
+// during which queues were declared and deleted serves its first client
+// only once it has caught up: a client that connects as soon as the node
+// is up finds every queue declared meanwhile and none deleted.
+func TestClusterRestartServesCaughtUp(t *testing.T) {
+	nodes := threeNodes(t, localIPs)
+	startCluster(t, nodes...)
+	n1, n3 := nodes[0], nodes[2]
+	_, ch1 := dial(t, n1)
+	if _, err := ch1.QueueDeclare("gone-while-down", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "gone-while-down on n3", func() bool { ok, _ := passive(n3, "gone-while-down"); return ok })
+	n3.kill()
+	const declared = 300
+	for i := range declared {
+		if _, err := ch1.QueueDeclare(fmt.Sprintf("made-while-down-%d", i), true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ch1.QueueDelete("gone-while-down", false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	n3.start()
+	_, ch3 := dial(t, n3)
+	for _, i := range []int{declared - 1, 0, declared / 2} {
+		if _, err := ch3.QueueDeclarePassive(fmt.Sprintf("made-while-down-%d", i), true, false, false, false, nil); err != nil {
+			t.Fatalf("n3's first client: made-while-down-%d: %v", i, err)
+		}
+	}
+	if ok, err := passive(n3, "gone-while-down"); ok || err != nil {
+		t.Fatalf("n3's first clients see a queue deleted while it was down (exists %v, %v)", ok, err)
+	}
+	n3.mu.Lock()
+	logs := n3.logs.String()
+	n3.mu.Unlock()
+	if !strings.Contains(logs, "definitions caught up with the cluster") {
+		t.Fatalf("n3 did not log catching up:\n%s", logs)
+	}
+}
+
 // TestClusterSnapshotCatchUp: with a low snapshot threshold the leader's log
 // is compacted, so a node that joins late is sent a snapshot; it ends with
 // the same definitions, and keeps them across a restart.

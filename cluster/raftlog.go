@@ -529,6 +529,16 @@ func (l *RaftLog) Close() error {
 	return err
 }
 
+// CatchUp waits until this node has applied every command the group had
+// committed when it was called: it appends a barrier (an entry with no
+// command) through the leader and waits to apply it. A node that was down
+// calls it before serving clients, so that they see the definitions made
+// meanwhile. Its errors are Propose's.
+func (l *RaftLog) CatchUp(ctx context.Context) error {
+	_, err := l.Propose(ctx, nil)
+	return err
+}
+
 // Propose submits cmd and waits until it is committed and applied on this
 // node, so that the caller reads its own write; it returns the index and
 // the machine's result. A failure is ErrNoQuorum (refused: no effect),
@@ -998,9 +1008,16 @@ func (f *raftFSM) applyLocked(e *raft.Log) {
 	if f.committed != nil {
 		f.committed(e.Index)
 	}
-	res := f.sm.Apply(e.Index, e.Data[len(id):])
-	f.remember(id)
-	f.applied.Store(e.Index)
+	var res any
+	if len(e.Data) == len(id) {
+		// A barrier (CatchUp): no command, only the point in the log
+		// its proposer waits to have applied.
+		f.applied.Store(e.Index)
+	} else {
+		res = f.sm.Apply(e.Index, e.Data[len(id):])
+		f.remember(id)
+		f.applied.Store(e.Index)
+	}
 	f.mu.Lock()
 	ch := f.waiters[id]
 	delete(f.waiters, id)

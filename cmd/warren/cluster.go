@@ -209,6 +209,40 @@ func (c *clustered) run(ctx context.Context) error {
 	return nil
 }
 
+// catchUpLimit bounds how long a starting node waits for its definitions
+// to catch up before it serves clients anyway.
+const catchUpLimit = 20 * time.Second
+
+// catchUp is broker.Config.BeforeAccept: it waits until this node has
+// applied every definition the cluster had committed, so that a node back
+// from an outage does not answer its first clients from stale definitions
+// (a queue declared meanwhile would be NOT_FOUND). Without a quorum it
+// gives up after catchUpLimit and serves what it has.
+func (c *clustered) catchUp(ctx context.Context) {
+	if c == nil || c.meta == nil {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, catchUpLimit)
+	defer cancel()
+	for {
+		err := c.meta.CatchUp(ctx)
+		if err == nil {
+			c.log.Info("definitions caught up with the cluster", zap.Duration("took", time.Since(start)))
+			return
+		}
+		if errors.Is(err, cluster.ErrClosed) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.log.Warn("serving clients before the definitions caught up with the cluster", zap.Duration("waited", time.Since(start)), zap.Error(err))
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // close stops the data groups, the metadata group and the cluster port.
 func (c *clustered) close() {
 	c.wg.Wait()

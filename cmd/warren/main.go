@@ -197,6 +197,7 @@ func runServer(cc *cli.Context) error {
 		NodeName:                 cl.nodeName(),
 		Link:                     cl.brokerLink(),
 		QuorumGroups:             groups,
+		BeforeAccept:             cl.catchUp,
 	})
 	if err == nil {
 		err = defLogErr
