@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,15 +108,44 @@ type wnode struct {
 	http   string
 }
 
-// freePort returns an address on ip with a port free a moment ago.
+// handedOut holds the ports freePort returned in this test process.
+var (
+	handedOutMu sync.Mutex
+	handedOut   = map[int]bool{}
+)
+
+// freePort returns an address on ip with a port free a moment ago, for a
+// node's cluster port, which the node must get again when it restarts. It
+// is taken below the kernel's ephemeral range: a port from that range may
+// be given to an outgoing connection (of any test running meanwhile) while
+// the node is down, and held for as long as that connection lives.
 func freePort(t testing.TB, ip string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var lo, hi int
+		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 2048 {
+			low = lo
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	base := max(1024, low-16384)
+	handedOutMu.Lock()
+	defer handedOutMu.Unlock()
+	for range 1000 {
+		port := base + rand.IntN(low-base)
+		if handedOut[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		handedOut[port] = true
+		return net.JoinHostPort(ip, strconv.Itoa(port))
+	}
+	t.Fatalf("no free port on %s below %d", ip, low)
+	return ""
 }
 
 // writeSecret writes a cluster secret file.
