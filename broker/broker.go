@@ -422,7 +422,6 @@ func (b *Broker) Serve(ctx context.Context) error {
 	monStop := make(chan struct{})
 	wg.Go(func() { b.monitorResources(monStop) })
 	wg.Go(func() { b.monitorConsumerTimeouts(monStop) })
-	wg.Go(func() { b.runDelayed(monStop) })
 	b.startRepl()
 	defer func() {
 		close(monStop)
@@ -431,6 +430,9 @@ func (b *Broker) Serve(ctx context.Context) error {
 	if b.cfg.BeforeAccept != nil {
 		b.cfg.BeforeAccept(ctx)
 	}
+	// The delayed-message scheduler routes through the definitions: it
+	// starts once they caught up, as clients do.
+	wg.Go(func() { b.runDelayed(monStop) })
 	if tln != nil {
 		b.log.Info("amqps listener started", zap.Stringer("addr", tln.Addr()))
 		tlsCfg := serverTLSConfig(b.cfg.TLS)

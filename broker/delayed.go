@@ -694,6 +694,7 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			d.putBack(retry)
 			clear(retry)
 			retry = retry[:0]
+			clear(f.blocked)
 		}
 		for {
 			batch = d.takeDue(now, batch[:0], delayedRouteBatch)
@@ -717,10 +718,14 @@ func (b *Broker) runDelayed(stop <-chan struct{}) {
 			f.failed = nil
 		}
 		if len(f.kept) > 0 {
+			if len(retry) == 0 {
+				// Not pushed back by later ones: messages coming due
+				// all the time must not hold the first back forever.
+				retryAt = now + delayedRetry
+			}
 			retry = append(retry, f.kept...)
 			clear(f.kept)
 			f.kept = f.kept[:0]
-			retryAt = now + delayedRetry
 		}
 		startRefill(now)
 		next := d.wakeAt(refill == nil && now >= refillAfter)
@@ -815,6 +820,9 @@ type firing struct {
 	failed  error        // of a deletion
 	// group is routed messages not enqueued yet (flushGroup).
 	group routeGroup
+	// blocked is the queues holdBack held messages back for, until
+	// those are routed again.
+	blocked map[*queueEntity]bool
 }
 
 // fire routes batch, due messages in key order, and settles.
@@ -952,6 +960,13 @@ func (f *firing) fireDelayed(m *store.Delayed, r delayedRef) {
 		clear(targets)
 		ch.targets = targets[:0]
 	}()
+	if f.holdBack(targets) {
+		// A target cannot take it yet: routed again with the retries,
+		// in due order with the others held back for the same queues.
+		r.ex.plug.delay.waiting.Add(1)
+		f.kept = append(f.kept, m)
+		return
+	}
 	f.settled = append(f.settled, m)
 	if len(targets) == 0 {
 		b.log.Debug("delayed message unroutable at its due time, dropped", zap.String("exchange", r.ex.name))
@@ -995,6 +1010,33 @@ func (f *firing) fireDelayed(m *store.Delayed, r delayedRef) {
 	}
 	fr.waiting = append(fr.waiting, m)
 	f.routed++
+}
+
+// holdBack reports whether a message going to targets must wait for the
+// retries: one of them is a replicated queue whose data group this node
+// cannot propose to yet (a node starting: its groups start after its
+// scheduler), or was held back since the last retry. Routing it now would
+// have it nacked and routed again after the messages due after it.
+func (f *firing) holdBack(targets []*queueEntity) bool {
+	for _, qe := range targets {
+		if qe.repl == nil {
+			continue
+		}
+		if f.blocked[qe] {
+			return true
+		}
+		if _, away := f.b.replAway(qe.repl.group); away {
+			continue
+		}
+		if f.b.proposer(qe.repl.group) == nil {
+			if f.blocked == nil {
+				f.blocked = make(map[*queueEntity]bool)
+			}
+			f.blocked[qe] = true
+			return true
+		}
+	}
+	return false
 }
 
 // delayedGroup bounds the messages enqueued under one queue lock.
