@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -20,7 +21,7 @@ import (
 // compat.q and the quorum queue compat.quorum with key k, ten persistent
 // messages compat-0..9 in each (the first two of compat.q delivered and
 // left unacknowledged when the broker stopped), compat.limited with four,
-// the policy compat-pol, the user compat (password compat-pw, tag
+// (their one-day TTL long past, they expire), the policy compat-pol, the user compat (password compat-pw, tag
 // monitoring) with permissions on the vhost compat-vh.
 func TestOpensDataDirOfEarlierBuild(t *testing.T) {
 	dir := t.TempDir()
@@ -28,7 +29,7 @@ func TestOpensDataDirOfEarlierBuild(t *testing.T) {
 	s, _, stop := startWithStore(t, filepath.Join(dir, "data"))
 	defer stop()
 
-	for name, want := range map[string]int{"compat.q": 10, "compat.quorum": 10, "compat.limited": 4} {
+	for name, want := range map[string]int{"compat.q": 10, "compat.quorum": 10} {
 		qi, err := s.Queue("/", name)
 		if err != nil {
 			t.Fatalf("queue %s: %v", name, err)
@@ -36,6 +37,29 @@ func TestOpensDataDirOfEarlierBuild(t *testing.T) {
 		if !qi.Durable || qi.Ready != want {
 			t.Fatalf("queue %s: durable %v ready %d, want %d", name, qi.Durable, qi.Ready, want)
 		}
+	}
+	// compat.limited's four messages were published with its
+	// x-message-ttl of one day shortly after 2026-12-03 13:14 UTC: they
+	// are there until a day later, and expire then (not brought back by
+	// the recovery).
+	qi, err := s.Queue("/", "compat.limited")
+	if err != nil {
+		t.Fatalf("queue compat.limited: %v", err)
+	}
+	if !qi.Durable || fmt.Sprint(qi.Arguments["x-message-ttl"]) != "86400000" {
+		t.Fatalf("queue compat.limited: durable %v arguments %v", qi.Durable, qi.Arguments)
+	}
+	written := time.Date(2026, 12, 3, 13, 14, 0, 0, time.UTC)
+	switch age := time.Since(written); {
+	case age < 23*time.Hour:
+		if qi.Ready != 4 {
+			t.Fatalf("queue compat.limited: ready %d, want 4", qi.Ready)
+		}
+	case age > 25*time.Hour:
+		waitFor(t, "compat.limited's messages expired", func() bool {
+			qi, err := s.Queue("/", "compat.limited")
+			return err == nil && qi.Ready == 0
+		})
 	}
 	pols, err := s.Policies("/")
 	if err != nil || len(pols) != 1 || pols[0].Name != "compat-pol" || pols[0].Pattern != `^compat\.limited$` {
