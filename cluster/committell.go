@@ -60,16 +60,25 @@ const (
 )
 
 // tellers keeps a teller per follower of the configuration (notifyLoop's
-// goroutine): it is read from Raft at most once a second.
+// goroutine): it is read from Raft at most once a second, and at once
+// after this node changed the members (membersChanged) or became the
+// leader, so that a node just added is told from its first command on.
 type tellers struct {
 	by      map[raft.ServerID]*commitTeller
 	checked time.Time
 }
 
+// membersChanged has the next telling read the configuration again (this
+// node added or removed a member), and tells the members the commit index.
+func (l *RaftLog) membersChanged() {
+	l.cfgChanged.Store(true)
+	l.noticeSoon()
+}
+
 // tellAll hands idx to every follower's teller, starting tellers for new
 // members and stopping those of members gone.
 func (l *RaftLog) tellAll(ts *tellers, idx uint64) {
-	if ts.by == nil || time.Since(ts.checked) > time.Second {
+	if l.cfgChanged.Swap(false) || ts.by == nil || time.Since(ts.checked) > time.Second {
 		ts.checked = time.Now()
 		cf := l.raft.GetConfiguration()
 		if cf.Error() != nil {

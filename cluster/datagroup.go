@@ -521,6 +521,7 @@ func (d *DataGroups) Reconcile(specs []GroupSpec) (removed map[uint64][]string, 
 				continue
 			}
 			err := dg.log.raft.AddVoter(raft.ServerID(m.Name), raft.ServerAddress(m.Addr), 0, membersTimeout).Error()
+			dg.log.membersChanged()
 			d.log.Info("data group member added", zap.Uint64("group", spec.ID), zap.String("node", m.Name), zap.Error(err))
 		}
 		for name := range cfg {
@@ -528,6 +529,7 @@ func (d *DataGroups) Reconcile(specs []GroupSpec) (removed map[uint64][]string, 
 				continue
 			}
 			err := dg.log.raft.RemoveServer(raft.ServerID(name), 0, membersTimeout).Error()
+			dg.log.membersChanged()
 			d.log.Info("data group member removed", zap.Uint64("group", spec.ID), zap.String("node", name), zap.Error(err))
 		}
 		if !dg.log.IsLeader() {

@@ -298,7 +298,21 @@ func TestClusterQueueOnOneNode(t *testing.T) {
 				t.Fatalf("lk.r delivery %d: %+v", i, r)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("lk.r: %d of 5 delivered", i)
+			var q struct {
+				Messages  int `json:"messages"`
+				Consumers int `json:"consumers"`
+			}
+			_, qerr := n1.api("GET", "/api/queues/%2F/lk.r", nil, &q)
+			var bs []map[string]any
+			_, berr := n2.api("GET", "/api/exchanges/%2F/lk.x/bindings/source", nil, &bs)
+			var views []string
+			for _, n := range nodes {
+				var v map[string]any
+				_, err := n.api("GET", "/api/queues/%2F/lk.r", nil, &v)
+				views = append(views, fmt.Sprintf("%s: %v %v", n.name, v, err))
+			}
+			t.Fatalf("lk.r: %d of 5 delivered (on n1: %d messages, %d consumers, %v; lk.x's bindings on n2: %v %v)\n%s",
+				i, q.Messages, q.Consumers, qerr, bs, berr, strings.Join(views, "\n"))
 		}
 	}
 	cu.Close()

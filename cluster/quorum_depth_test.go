@@ -14,7 +14,7 @@ func groupSnapshots(n *wnode) []string {
 }
 
 // TestClusterQuorumDeepCatchUp: with a window of 50 bodies per queue and
-// snapshots every 64 entries (16 kept behind), a member stopped while
+// snapshots every 16 entries (4 kept behind), a member stopped while
 // 3,000 messages are published to a quorum queue comes back after the
 // leader took a snapshot and truncated its log, so it catches up by
 // snapshot, with the bodies the others hold in their stores (its replica
@@ -24,7 +24,7 @@ func groupSnapshots(n *wnode) []string {
 // message, in order, with its body.
 func TestClusterQuorumDeepCatchUp(t *testing.T) {
 	nodes := threeNodes(t, localIPs, "--quorum-groups", "1", "--queue-memory-messages", "50",
-		"--cluster-snapshot-threshold", "64", "--cluster-trailing-logs", "16")
+		"--cluster-snapshot-threshold", "16", "--cluster-trailing-logs", "4")
 	startCluster(t, nodes...)
 	waitDataGroups(t, nodes...)
 	declareQuorum(t, nodes[0], "deep", nil)
@@ -41,7 +41,9 @@ func TestClusterQuorumDeepCatchUp(t *testing.T) {
 		}
 	}
 	// The leader takes a snapshot (raft looks every 10-20 s) and
-	// truncates its log behind it.
+	// truncates its log behind it. Publishes are batched, many to an
+	// entry, but each round waits for its confirms: at least one entry a
+	// round, past the threshold.
 	waitFor(t, "a snapshot of the data group on n1", func() bool { return len(groupSnapshots(n1)) > 0 })
 
 	n3.start()

@@ -167,6 +167,10 @@ const metaLogCache = 1024
 // 65,536 commands are kept, in snapshots too), so a retried command has one
 // effect.
 type RaftLog struct {
+	// cfgChanged makes the next telling read the configuration again
+	// (membersChanged).
+	cfgChanged atomic.Bool
+
 	cfg   RaftLogConfig
 	node  *Node
 	log   *zap.Logger
@@ -453,6 +457,7 @@ var commitNotice = make([]byte, len(reqID{}))
 func (l *RaftLog) notifyLoop() {
 	defer l.wg.Done()
 	var ts tellers
+	leading := false
 	for {
 		select {
 		case <-l.done:
@@ -460,7 +465,13 @@ func (l *RaftLog) notifyLoop() {
 		case <-l.notify:
 		}
 		if l.raft.State() != raft.Leader {
+			leading = false
 			continue
+		}
+		if !leading {
+			// The followers of this term, not of an earlier one.
+			leading = true
+			l.cfgChanged.Store(true)
 		}
 		l.tellAll(&ts, max(l.committed.Load(), l.fsm.applied.Load()))
 	}

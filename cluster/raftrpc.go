@@ -172,12 +172,15 @@ func (l *RaftLog) addVoter(name, addr string) error {
 		}
 		if string(s.Address) == addr && string(s.ID) != name {
 			// A node came back at the same address under another name.
-			if err := l.raft.RemoveServer(s.ID, 0, l.cfg.ProposeTimeout).Error(); err != nil {
+			err := l.raft.RemoveServer(s.ID, 0, l.cfg.ProposeTimeout).Error()
+			l.membersChanged()
+			if err != nil {
 				return err
 			}
 		}
 	}
 	l.log.Info("adding a node to the cluster", zap.String("peer", name), zap.String("peer-addr", addr))
+	defer l.membersChanged()
 	return l.raft.AddVoter(raft.ServerID(name), raft.ServerAddress(addr), 0, l.cfg.ProposeTimeout).Error()
 }
 
@@ -189,6 +192,7 @@ func (l *RaftLog) removeServer(name string) error {
 	for _, s := range cf.Configuration().Servers {
 		if string(s.ID) == name {
 			l.log.Info("removing a node from the cluster", zap.String("peer", name))
+			defer l.membersChanged()
 			return l.raft.RemoveServer(s.ID, 0, l.cfg.ProposeTimeout).Error()
 		}
 	}
