@@ -45,7 +45,15 @@
 // differs, gets a commit notice (a log entry with a zero request id, a
 // no-op for the FSM) as before. The commit timeout (500 ms) only bounds
 // how late a follower learns of a commit no telling reached. A teller tells
-// Raft's commit index, which covers the whole batch being applied.
+// Raft's commit index, which covers the whole batch being applied. The
+// leader has a teller per follower of its configuration, read again after
+// it adds or removes a member and when it becomes the leader, so that a
+// node that just joined is told from the first command after its join.
+//
+// A barrier (RaftLog.CatchUp) is an entry with a request id and no
+// command: the FSM applies nothing for it and answers its proposer. A node
+// starting in a cluster proposes one before it serves AMQP clients, and
+// so serves them the definitions the cluster had when it started.
 //
 // A forwarding follower does not wait for the telling: the leader answers
 // a forwarded proposal, once it is committed and applied there, with the
