@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -247,6 +248,17 @@ func testMembersChange(t *testing.T, declareOn int) {
 	progress("with n3 back")
 	stop()
 	wg.Wait()
+	// rebalance, the publishers stopped (a group hands its leadership
+	// back once it has applied nothing for a second): every group holding
+	// queues is led by its preferred member once rebalance answers.
+	out, err = exec.Command(warrenBinary(t), "ctl", "rebalance", "--url", "http://"+nodes[2].httpAddr(), "quorum").CombinedOutput()
+	if err != nil {
+		t.Fatalf("warren ctl rebalance: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(fmt.Sprintf(`data group %d: leader "(\w*)" \(preferred "(\w*)"\), (\d+) queues`, mc.Group)).FindStringSubmatch(string(out))
+	if m == nil || m[1] == "" || m[1] != m[2] || m[3] == "0" || !strings.Contains(string(out), "groups led") {
+		t.Fatalf("warren ctl rebalance printed %q", out)
+	}
 
 	confirmed := map[string][]int64{}
 	published := map[string]int{}

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/warrenmq/warren/broker"
 )
 
 // Membership of replicated queues (Warren's API for RabbitMQ's
-// rabbitmq-queues add_member / delete_member / grow / shrink and
+// rabbitmq-queues add_member / delete_member / grow / shrink / rebalance and
 // rabbitmq-streams add_replica / delete_replica, which have no HTTP API in
 // RabbitMQ): a quorum queue or stream is replicated in a data group shared
 // with other queues, so a change of its members is a change of its group's
@@ -22,6 +23,7 @@ import (
 //	DELETE /api/queues/{vhost}/{name}/replicas/{node}                 delete_replica
 //	POST   /api/quorum-groups/grow                     {"node": "n"}  grow
 //	POST   /api/quorum-groups/shrink                   {"node": "n"}  shrink
+//	POST   /api/quorum-groups/rebalance                               rebalance
 func (s *Server) memberRoutes(h func(pattern string, l level, f handlerFunc)) {
 	h("POST /api/queues/{vhost}/{name}/members", levelAdmin, s.memberChange(true, false))
 	h("DELETE /api/queues/{vhost}/{name}/members/{node}", levelAdmin, s.memberChange(false, false))
@@ -29,6 +31,27 @@ func (s *Server) memberRoutes(h func(pattern string, l level, f handlerFunc)) {
 	h("DELETE /api/queues/{vhost}/{name}/replicas/{node}", levelAdmin, s.memberChange(false, true))
 	h("POST /api/quorum-groups/grow", levelAdmin, s.groupsChange(true))
 	h("POST /api/quorum-groups/shrink", levelAdmin, s.groupsChange(false))
+	h("POST /api/quorum-groups/rebalance", levelAdmin, s.rebalance)
+}
+
+// rebalanceWait bounds how long a rebalance waits for the groups'
+// leaderships to go back to their preferred members.
+const rebalanceWait = 10 * time.Second
+
+// rebalance answers the data groups' leaders once every group holding
+// queues is led by its preferred member, if it is up (rabbitmq-queues
+// rebalance; the leaderships go back on their own, see
+// broker.RebalanceQuorumLeaders).
+func (s *Server) rebalance(w http.ResponseWriter, r *http.Request, p *principal) {
+	gls, err := s.b.RebalanceQuorumLeaders(r.Context(), rebalanceWait)
+	if err != nil {
+		s.memberError(w, err)
+		return
+	}
+	if gls == nil {
+		gls = []broker.GroupLeader{}
+	}
+	writeJSON(w, http.StatusOK, gls)
 }
 
 // memberNode is the node a membership request names: the path's, or the

@@ -30,6 +30,8 @@ func TestCtlMembersArguments(t *testing.T) {
 		{[]string{"grow"}, "want one argument: NODE"},
 		{[]string{"grow", "n2"}, "this node has no data groups"},
 		{[]string{"shrink", "n2"}, "this node has no data groups"},
+		{[]string{"rebalance"}, "this node has no data groups"},
+		{[]string{"rebalance", "classic"}, "want no argument, or one of quorum, stream, all"},
 	}
 	for _, c := range cases {
 		got := e.mustFail(c.args[0], c.args[1:]...)
