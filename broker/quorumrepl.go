@@ -257,16 +257,7 @@ func (b *Broker) placeQuorum(v *vhost, name string, args amqp.Table) uint64 {
 	if len(cands) == 0 {
 		return 0
 	}
-	count := map[uint64]int{}
-	for _, v := range b.allVHosts() {
-		v.mu.RLock()
-		for _, qe := range v.queues {
-			if qe.repl != nil {
-				count[qe.repl.group]++
-			}
-		}
-		v.mu.RUnlock()
-	}
+	count := b.quorumQueuesPerGroup()
 	best := cands[0].ID
 	for _, g := range cands[1:] {
 		if count[g.ID] < count[best] {
