@@ -11,14 +11,8 @@ import (
 // must run (cmd/warren leaves the others dormant).
 func (b *Broker) QuorumGroupsInUse() map[uint64]bool {
 	use := map[uint64]bool{}
-	for _, v := range b.allVHosts() {
-		v.mu.RLock()
-		for _, qe := range v.queues {
-			if qe.repl != nil {
-				use[qe.repl.group] = true
-			}
-		}
-		v.mu.RUnlock()
+	for g := range b.quorumQueuesPerGroup() {
+		use[g] = true
 	}
 	return use
 }
