@@ -47,6 +47,10 @@ type channel struct {
 	replPub      uint64
 	replSeq      uint64
 	confirmDirty bool
+	// viaGets are the unsettled basic.gets of replicated queues that a
+	// member answered for this node, which has no replica (quorumlink.go;
+	// guarded by mu).
+	viaGets map[viaGet]*linkPeer
 
 	tx     bool
 	txPubs []txPublish

@@ -46,6 +46,11 @@ type consumer struct {
 	// link, on a queue's home node, is the node link a peer's consumer
 	// is fed over (linkserve.go); ch is then nil.
 	link *linkServer
+	// via is the link a consumer of this node's client is fed over: the
+	// home node of a remote queue (link.go), or a member of the data
+	// group of a replicated queue this node has no replica of
+	// (quorumlink.go).
+	via *linkPeer
 }
 
 // serverCancel ends the consumer from the broker's side (its queue was
@@ -300,12 +305,12 @@ func (qe *queueEntity) removeConsumer(cons *consumer) {
 		qe.removeStreamConsumer(cons)
 		return
 	}
-	if qe.repl != nil {
-		qe.removeReplConsumer(cons)
+	if cons.via != nil {
+		cons.via.cancelRemote(cons)
 		return
 	}
-	if qe.home != nil {
-		qe.home.peer.cancelRemote(cons)
+	if qe.repl != nil {
+		qe.removeReplConsumer(cons)
 		return
 	}
 	qe.mu.Lock()

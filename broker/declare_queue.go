@@ -161,6 +161,10 @@ func (ch *channel) declareOk(noWait bool, qe *queueEntity) {
 	}
 	if qe.repl != nil {
 		msgs, conss := qe.vhost.b.replCounts(qe)
+		if node, away := qe.vhost.b.replAway(qe.repl.group); away && qe.stream == nil {
+			// No replica here: the counts are a member's (if it answers).
+			msgs, conss, _ = qe.vhost.b.statusReplVia(qe, node, amqp.ClassQueue, 10)
+		}
 		ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: qe.name, MessageCount: uint32(msgs), ConsumerCount: uint32(conss)})
 		return
 	}

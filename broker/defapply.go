@@ -435,6 +435,14 @@ func (b *Broker) applyDeleteQueue(c *defCmd) DefResult {
 	v.dropBindingIDs(keys)
 	if qe.stream != nil {
 		b.dropStream(qe)
+	} else if qe.repl != nil && b.replicated() && b.cfg.QuorumGroups.Leader(qe.repl.group) {
+		// The queue's state in its group goes too, whichever node the
+		// deletion came through (one with no replica of the queue cannot
+		// propose to its group): the group's leader proposes it. A second
+		// proposal (the deleting node's) finds nothing to delete.
+		if p := b.proposer(qe.repl.group); p != nil {
+			p.submit(GroupDeleteCmd(qe.repl.key), nil)
+		}
 	}
 	if !qe.mayHoldData() {
 		// Nothing of it in the store: no flush nor scan to wait for.

@@ -618,7 +618,7 @@ func (ch *channel) deliverRemote(cons *consumer, seq uint64, redelivered bool, m
 	if ch.closed || ch.consumers[cons.Tag] != cons {
 		ch.mu.Unlock()
 		if !cons.NoAck {
-			cons.qe.home.peer.sendSettle(linkReturn, cons.qe, []uint64{seq})
+			cons.via.sendSettle(linkReturn, cons.qe, []uint64{seq})
 		}
 		return
 	}
@@ -651,12 +651,18 @@ func (ch *channel) consumeRemote(qe *queueEntity, m *amqp.BasicConsume, tag stri
 	if !p.up() {
 		return homeDown(qe, amqp.ClassBasic, 20)
 	}
+	return ch.consumeVia(p, qe, m, tag, prio).asError(qe, amqp.ClassBasic, 20)
+}
+
+// consumeVia asks node p to attach a consumer of qe for ch and feed it
+// over the link; the reply is p's answer.
+func (ch *channel) consumeVia(p *linkPeer, qe *queueEntity, m *amqp.BasicConsume, tag string, prio int) linkReply {
 	cons := &consumer{
 		consumerArgs: consumerArgs{ID: queue.ConsumerID(ch.c.b.consumerIDs.Add(1)), Tag: tag, NoAck: m.NoAck,
 			Exclusive: m.Exclusive, Prefetch: ch.prefetch, Priority: prio},
-		ch: ch, qe: qe,
+		ch: ch, qe: qe, via: p,
 	}
-	r := p.call(lkConsume, &linkWaiter{cons: cons, noWait: m.NoWait}, func(b []byte, id uint64) []byte {
+	return p.call(lkConsume, &linkWaiter{cons: cons, noWait: m.NoWait}, func(b []byte, id uint64) []byte {
 		b = appendU(b, id)
 		b = appendQueueRef(b, qe)
 		b = appendS(b, tag)
@@ -671,7 +677,6 @@ func (ch *channel) consumeRemote(qe *queueEntity, m *amqp.BasicConsume, tag stri
 		b = appendU(b, uint64(remotePrefetch(ch.prefetch, ch.globalPrefetch.Load(), m.NoAck)))
 		return appendU(b, zigzag(prio))
 	})
-	return r.asError(qe, amqp.ClassBasic, 20)
 }
 
 // remotePrefetch is the prefetch a remote queue's home node applies to a
@@ -807,7 +812,8 @@ func (ch *channel) deleteRemote(qe *queueEntity, m *amqp.QueueDelete) (int, erro
 }
 
 // WithHomeCounts fills in, for the queues of qs homed on other nodes, the
-// ready messages and consumers their home nodes count (a status request over
+// ready messages and consumers their home nodes count, and for the quorum
+// queues this node has no replica of, a member's (a status request over
 // the node link each, at most 16 at once): Queue and Queues describe what
 // this node holds, which for such a queue is nothing. A queue whose home node
 // does not answer keeps what it had. For the management API. No lock held.
@@ -816,7 +822,7 @@ func (b *Broker) WithHomeCounts(qs []QueueInfo) {
 	var wg sync.WaitGroup
 	for i := range qs {
 		qi := &qs[i]
-		if qi.Node == "" || b.local(qi.Node) || qi.Type == "stream" {
+		if qi.Type == "stream" || qi.Type != "quorum" && (qi.Node == "" || b.local(qi.Node)) {
 			continue
 		}
 		v := b.vhost(qi.VHost)
@@ -826,7 +832,19 @@ func (b *Broker) WithHomeCounts(qs []QueueInfo) {
 		v.mu.RLock()
 		qe := v.queues[qi.Name]
 		v.mu.RUnlock()
-		if qe == nil || qe.home == nil {
+		member := ""
+		switch {
+		case qe == nil:
+			continue
+		case qe.repl != nil && qe.stream == nil:
+			// A quorum queue whose group this node is not a member of:
+			// a member's counts.
+			node, away := b.replAway(qe.repl.group)
+			if !away || node == "" {
+				continue
+			}
+			member = node
+		case qe.home == nil:
 			continue
 		}
 		wg.Add(1)
@@ -836,7 +854,14 @@ func (b *Broker) WithHomeCounts(qs []QueueInfo) {
 				<-sem
 				wg.Done()
 			}()
-			if msgs, conss, err := qe.remoteStatus(amqp.ClassQueue, 10); err == nil {
+			var msgs, conss int
+			var err error
+			if member != "" {
+				msgs, conss, err = b.statusReplVia(qe, member, amqp.ClassQueue, 10)
+			} else {
+				msgs, conss, err = qe.remoteStatus(amqp.ClassQueue, 10)
+			}
+			if err == nil {
 				qi.Ready, qi.Consumers = msgs, conss
 			}
 		}()

@@ -37,6 +37,9 @@ type linkServer struct {
 	ended     bool
 	consumers map[uint64]*consumer // by the peer's handle
 	held      map[*queueEntity]map[uint64]struct{}
+	// replHeld are the deliveries of replicated queues the peer holds,
+	// with the consumer id the group holds each for (quorumlink.go).
+	replHeld map[*queueEntity]map[uint64]queue.ConsumerID
 	// replPub and replSeq are the publisher id and last sequence of the
 	// peer's publishes to replicated queues (publishRepl; read loop
 	// only).
@@ -94,12 +97,13 @@ func (b *Broker) closeServedLinks() {
 func (s *linkServer) end() {
 	s.mu.Lock()
 	s.ended = true
-	conss, held := s.consumers, s.held
-	s.consumers, s.held = nil, nil
+	conss, held, replHeld := s.consumers, s.held, s.replHeld
+	s.consumers, s.held, s.replHeld = nil, nil, nil
 	s.mu.Unlock()
 	for _, cons := range conss {
 		cons.qe.removeConsumer(cons)
 	}
+	s.returnReplHeld(replHeld)
 	for qe, m := range held {
 		seqs := slices.Sorted(maps.Keys(m))
 		qe.mu.Lock()
@@ -224,6 +228,15 @@ func (s *linkServer) read() error {
 			}
 			if qe == nil {
 				s.replyNoQueue(id, vname, name)
+				continue
+			}
+			if qe.repl != nil && qe.stream == nil {
+				if t == lkPurge {
+					go s.purgeRepl(qe, id)
+				} else {
+					ready, conss := s.b.replCounts(qe)
+					s.reply(id, 0, "", uint64(ready), uint64(conss))
+				}
 				continue
 			}
 			var a, b uint64
@@ -357,6 +370,10 @@ func (s *linkServer) consume(qe *queueEntity, h uint64, tag string, noAck, exclu
 			Exclusive: exclusive, Prefetch: prefetch, Priority: prio},
 		qe: qe, link: s, remote: h,
 	}
+	if qe.repl != nil && qe.stream == nil {
+		s.consumeRepl(qe, h, tag, noAck, exclusive, prefetch, prio)
+		return
+	}
 	attach := queue.Cmd{Op: queue.OpAttach, Consumer: cons.ID, Tag: tag, NoAck: noAck, Exclusive: exclusive,
 		Prefetch: prefetch, Priority: prio}
 	if qe.stream != nil {
@@ -444,6 +461,10 @@ func (s *linkServer) cancelled(cons *consumer) {
 
 // get is basic.get for a peer's client.
 func (s *linkServer) get(qe *queueEntity, id uint64, noAck bool) {
+	if qe.repl != nil && qe.stream == nil {
+		go s.getRepl(qe, id, noAck)
+		return
+	}
 	qe.mu.Lock()
 	if qe.deleted || qe.stream != nil {
 		qe.mu.Unlock()
@@ -493,6 +514,10 @@ func (s *linkServer) get(qe *queueEntity, id uint64, noAck bool) {
 // settleSeqs settles, returns or discards the link's deliveries seqs of
 // qe; seqs the link does not hold are ignored.
 func (s *linkServer) settleSeqs(qe *queueEntity, op byte, seqs []uint64) {
+	if qe.repl != nil && qe.stream == nil {
+		s.settleRepl(qe, op, seqs)
+		return
+	}
 	qe.mu.Lock()
 	s.mu.Lock()
 	m := s.held[qe]

@@ -251,7 +251,7 @@ func (gb *groupBodies) delivery(id uint64, q *queue.Queue, cmd *queue.Cmd, r *Gr
 	gb.mu.Lock()
 	if !paged && len(gb.jobs) == 0 && !gb.busy {
 		gb.mu.Unlock()
-		cons.ch.deliverRepl(cons, &f.Entry)
+		cons.deliverRepl(&f.Entry)
 		return
 	}
 	gb.mu.Unlock()
@@ -368,7 +368,7 @@ func (gb *groupBodies) run() {
 				if j.kind == jobGet {
 					j.get <- j.entry.Msg
 				} else if j.entry.Msg != nil {
-					j.cons.ch.deliverRepl(j.cons, &j.entry)
+					j.cons.deliverRepl(&j.entry)
 				} else {
 					gb.b.log.Error("the body of a quorum queue's message is missing from the store: not delivered",
 						zap.Uint64("group", gb.group), zap.String("queue", j.cons.qe.name), zap.Uint64("message", j.entry.Seq))

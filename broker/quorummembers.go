@@ -57,7 +57,7 @@ func (b *Broker) SetQuorumAway(g uint64, members []string) {
 	}
 	for _, cons := range cancel {
 		cons.qe.removeReplConsumer(cons)
-		cons.ch.serverCancel(cons)
+		cons.serverCancel()
 	}
 }
 

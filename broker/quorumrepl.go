@@ -717,8 +717,8 @@ func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string
 		return ch.consumeStreamRepl(qe, m, tag)
 	}
 	b := ch.c.b
-	if _, away := b.replAway(qe.repl.group); away {
-		return awayRefusal(qe, amqp.ClassBasic, 20)
+	if node, away := b.replAway(qe.repl.group); away {
+		return ch.consumeReplVia(qe, node, m, tag, prio)
 	}
 	p := b.proposer(qe.repl.group)
 	if p == nil {
@@ -825,10 +825,16 @@ func (ch *channel) settleRepl(op queue.Op, ps []pending, i int) int {
 	for ; j < len(ps) && ps[j].qe == qe && ps[j].cons == cons; j++ {
 		seqs = append(seqs, ps[j].seq)
 	}
+	if cons != nil && cons.via != nil {
+		cons.via.sendSettle(linkOp(op), qe, seqs)
+		return j
+	}
 	b := qe.vhost.b
 	holder := b.replGetterID()
 	if cons != nil {
 		holder = cons.ID
+	} else if seqs = ch.settleGetsVia(op, qe, seqs); len(seqs) == 0 {
+		return j
 	}
 	b.settleReplSeqs(qe, op, seqs, holder)
 	return j
@@ -905,7 +911,7 @@ func (b *Broker) observe(g uint64, res *GroupResult, viaBodies bool) {
 				b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
 			}
 		} else if cons != nil {
-			cons.ch.deliverRepl(cons, &f.Entry)
+			cons.deliverRepl(&f.Entry)
 		} else if uint64(f.Consumer&replProcMask) == r.prefix {
 			b.returnOrphan(res.Key, f.Entry.Seq, f.Consumer)
 		}
@@ -966,7 +972,7 @@ func (b *Broker) reattachRepl(cons *consumer) {
 			return
 		}
 		b.dropReplConsumer(cons)
-		cons.ch.serverCancel(cons)
+		cons.serverCancel()
 	})
 }
 
@@ -1007,6 +1013,9 @@ func (ch *channel) deliverRepl(cons *consumer, e *queue.Entry) {
 
 // getRepl is basic.get of a replicated queue.
 func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
+	if node, away := ch.c.b.replAway(qe.repl.group); away {
+		return ch.getReplVia(qe, node, m)
+	}
 	// Held by this process's getter id, so that it comes back when this
 	// node dies, as a consumer's deliveries do.
 	c := queue.Cmd{Op: queue.OpGet, Now: nowMs(), NoAck: m.NoAck, Consumer: ch.c.b.replGetterID()}
@@ -1040,6 +1049,9 @@ func (ch *channel) getRepl(qe *queueEntity, m *amqp.BasicGet) error {
 
 // purgeRepl is queue.purge of a replicated queue.
 func (ch *channel) purgeRepl(qe *queueEntity, m *amqp.QueuePurge) error {
+	if node, away := ch.c.b.replAway(qe.repl.group); away {
+		return ch.purgeReplVia(qe, node, m)
+	}
 	c := queue.Cmd{Op: queue.OpPurge, Now: nowMs()}
 	res, err := ch.c.b.replCall(qe, qe.queueCmd(&c), amqp.ClassQueue, 30)
 	if err != nil {
@@ -1056,6 +1068,12 @@ func (ch *channel) purgeRepl(qe *queueEntity, m *amqp.QueuePurge) error {
 func (ch *channel) deleteRepl(qe *queueEntity, m *amqp.QueueDelete) (int, error) {
 	const cls, mth = amqp.ClassQueue, 40
 	msgs, conss := ch.c.b.replCounts(qe)
+	if node, away := ch.c.b.replAway(qe.repl.group); away && qe.stream == nil {
+		var err error
+		if msgs, conss, err = ch.c.b.statusReplVia(qe, node, cls, mth); err != nil {
+			return 0, err
+		}
+	}
 	v := qe.vhost
 	switch {
 	case m.IfUnused && conss > 0:

@@ -227,6 +227,10 @@ func testMembersChange(t *testing.T, declareOn int) {
 		})
 	}
 	progress("with n3 removed")
+	// n3, with no replica of qm now, serves its clients on qm all the
+	// same, through a member over the node link: queue.declare's counts,
+	// basic.get, consumers.
+	via := consumeThroughNonMember(t, nodes[2], "qm")
 	// Raft snapshots every 10–20 s when over the threshold: publishing
 	// goes on long enough for the group to have compacted its log.
 	for at := time.Now(); time.Since(at) < 21*time.Second; {
@@ -280,6 +284,12 @@ func testMembersChange(t *testing.T, declareOn int) {
 		}
 	}
 	found, read := 0, 0
+	for _, r := range via {
+		if k := fmt.Sprint(r.pub, "/", r.seq); wanted[k] {
+			delete(wanted, k)
+			found++
+		}
+	}
 	got := consumeUntil(t, nodes[2], "qm", 200, func(rs []linkRecord) bool {
 		for ; read < len(rs); read++ {
 			k := fmt.Sprint(rs[read].pub, "/", rs[read].seq)
@@ -290,6 +300,7 @@ func testMembersChange(t *testing.T, declareOn int) {
 		}
 		return found == want
 	})
+	got = append(got, via...)
 	if err := checkSet(confirmed, published, got); err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +309,79 @@ func testMembersChange(t *testing.T, declareOn int) {
 			t.Logf("%s output:\n%s", n.name, n.logs.String())
 		}
 	}
+}
+
+// consumeThroughNonMember uses queue q through n, which is not a member of
+// q's data group: queue.declare (passive) and the management API count its
+// messages, basic.get
+// takes one (acked) and another (rejected, requeued), a consumer with
+// manual acks takes 100 and acks them, then its channel closes with some
+// deliveries unacked (they go back to the queue). It returns what was
+// acked.
+func consumeThroughNonMember(t *testing.T, n *wnode, q string) []linkRecord {
+	t.Helper()
+	_, ch := dial(t, n)
+	dq, err := ch.QueueDeclarePassive(q, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+	if err != nil {
+		t.Fatalf("queue.declare through %s: %v", n.name, err)
+	}
+	if dq.Messages == 0 {
+		t.Fatalf("queue.declare through %s counts no messages in %s", n.name, q)
+	}
+	var qi struct {
+		Ready int `json:"messages_ready"`
+	}
+	if code, err := n.api("GET", "/api/queues/%2F/"+q, nil, &qi); err != nil || code != 200 || qi.Ready == 0 {
+		t.Fatalf("GET queue %s on %s: %d %v, %d messages ready", q, n.name, code, err, qi.Ready)
+	}
+	var got []linkRecord
+	d, ok, err := ch.Get(q, false)
+	if err != nil || !ok {
+		t.Fatalf("basic.get through %s: %v %v", n.name, ok, err)
+	}
+	got = append(got, recordOf(d))
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok, err = ch.Get(q, false); err != nil || !ok {
+		t.Fatalf("second basic.get through %s: %v %v", n.name, ok, err)
+	}
+	if err := d.Reject(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(20, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(q, "via", false, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("basic.consume through %s: %v", n.name, err)
+	}
+	timeout := time.After(30 * time.Second)
+	for len(got) < 101 {
+		select {
+		case d, ok := <-ds:
+			if !ok {
+				t.Fatalf("consumer through %s ended after %d messages", n.name, len(got))
+			}
+			got = append(got, recordOf(d))
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("consumer through %s got %d messages in 30s", n.name, len(got))
+		}
+	}
+	// Some more delivered, never acked: back to the queue when the
+	// channel closes.
+	for range 5 {
+		select {
+		case <-ds:
+		case <-timeout:
+			t.Fatalf("consumer through %s stalled", n.name)
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
