@@ -21,8 +21,8 @@ import (
 // the group's queues go over the node link to a current member (whose
 // proposer commits them in the group, and whose answer is the confirm:
 // forwardReplLocked, linkServer.publishRepl), consumers of its clients on
-// those queues are cancelled (basic.cancel: the client consumes again,
-// from a member), and new consumers are refused. Settlements of what its
+// those queues are cancelled (basic.cancel: the client consumes again, and
+// is served through a member: quorumlink.go). Settlements of what its
 // consumers held still go through its replica while it runs (they are
 // idempotent: none is a confirm). Once the group is stopped here
 // (LeftQuorumGroup) its state machine and proposer are forgotten.
@@ -196,8 +196,8 @@ func (s *linkServer) publishRepl(qe *queueEntity, msg *queue.Message, id uint64)
 	return p.submit(qe.queueCmd(&c), done)
 }
 
-// awayRefusal is the reply to a consume of a replicated queue on a node
-// that is not a member of its group.
+// awayRefusal is a member's refusal of a peer's request for a replicated
+// queue (consume, get) once it learnt it is no longer a member itself.
 func awayRefusal(qe *queueEntity, cls, mth uint16) error {
 	return amqp.Errorf(amqp.NotFound, cls, mth, "quorum queue '%s' in vhost '%s' has no replica on this node (it was removed from data group %d): consume from one of its members",
 		qe.name, qe.vhost.name, qe.repl.group)

@@ -285,7 +285,7 @@ func (n *Node) serveConn(raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
-	ys, err := yamux.Server(conn, n.yamuxConfig())
+	ys, err := yamux.Server(newFrameConn(conn), n.yamuxConfig())
 	if err != nil {
 		conn.Close()
 		return
@@ -470,7 +470,7 @@ func (n *Node) dial(addr string, timeout time.Duration) error {
 		return fmt.Errorf("cluster: dial %s: %w", addr, err)
 	}
 	_ = raw.SetDeadline(time.Time{})
-	ys, err := yamux.Client(conn, n.yamuxConfig())
+	ys, err := yamux.Client(newFrameConn(conn), n.yamuxConfig())
 	if err != nil {
 		conn.Close()
 		return err
