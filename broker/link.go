@@ -694,9 +694,15 @@ func remotePrefetch(perConsumer int, global int32, noAck bool) int {
 
 // asError is the reply's refusal as the client gets it.
 func (r linkReply) asError(qe *queueEntity, cls, mth uint16) error {
+	return r.refusal(qe, cls, mth, homeDown)
+}
+
+// refusal is the peer's refusal of a request for qe, or down's error when
+// the peer could not be reached.
+func (r linkReply) refusal(qe *queueEntity, cls, mth uint16, down func(*queueEntity, uint16, uint16) error) error {
 	switch {
 	case r.err != nil:
-		return homeDown(qe, cls, mth)
+		return down(qe, cls, mth)
 	case r.code != 0:
 		return amqp.Errorf(r.code, cls, mth, "%s", r.text)
 	}

@@ -3,8 +3,6 @@ package broker
 import (
 	"errors"
 
-	"go.uber.org/zap"
-
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
 )
@@ -44,13 +42,25 @@ func (b *Broker) memberPeer(node string) *linkPeer {
 // memberError is a member's refusal, or groupDown when the member could not
 // be reached.
 func (r linkReply) memberError(qe *queueEntity, cls, mth uint16) error {
-	switch {
-	case r.err != nil:
-		return groupDown(qe, cls, mth)
-	case r.code != 0:
-		return amqp.Errorf(r.code, cls, mth, "%s", r.text)
+	return r.refusal(qe, cls, mth, groupDown)
+}
+
+// seqRuns gathers message ids by who they go to (a link, a holder), in the
+// order each first comes.
+type seqRuns[K comparable] struct {
+	keys []K
+	seqs [][]uint64
+}
+
+func (r *seqRuns[K]) add(k K, seq uint64) {
+	i := 0
+	for i < len(r.keys) && r.keys[i] != k {
+		i++
 	}
-	return nil
+	if i == len(r.keys) {
+		r.keys, r.seqs = append(r.keys, k), append(r.seqs, nil)
+	}
+	r.seqs[i] = append(r.seqs[i], seq)
 }
 
 // consumeReplVia is basic.consume of replicated queue qe on a node that is
@@ -153,29 +163,20 @@ func (ch *channel) settleGetsVia(op queue.Op, qe *queueEntity, seqs []uint64) []
 		ch.mu.Unlock()
 		return seqs
 	}
-	var via []*linkPeer
-	var viaSeqs [][]uint64
+	var via seqRuns[*linkPeer]
 	rest := seqs[:0]
 	for _, seq := range seqs {
 		k := viaGet{qe, seq}
-		p := ch.viaGets[k]
-		if p == nil {
+		if p := ch.viaGets[k]; p != nil {
+			delete(ch.viaGets, k)
+			via.add(p, seq)
+		} else {
 			rest = append(rest, seq)
-			continue
 		}
-		delete(ch.viaGets, k)
-		i := 0
-		for i < len(via) && via[i] != p {
-			i++
-		}
-		if i == len(via) {
-			via, viaSeqs = append(via, p), append(viaSeqs, nil)
-		}
-		viaSeqs[i] = append(viaSeqs[i], seq)
 	}
 	ch.mu.Unlock()
-	for i, p := range via {
-		p.sendSettle(linkOp(op), qe, viaSeqs[i])
+	for i, p := range via.keys {
+		p.sendSettle(linkOp(op), qe, via.seqs[i])
 	}
 	return rest
 }
@@ -221,28 +222,9 @@ func (s *linkServer) consumeRepl(qe *queueEntity, h uint64, tag string, noAck, e
 	}
 	s.consumers[h] = cons
 	s.mu.Unlock()
-	r := &b.repl
-	r.mu.Lock()
-	r.consumers[cons.ID] = cons
-	r.mu.Unlock()
-	qe.mu.Lock()
-	qe.addConsumerLocked(cons)
-	qe.mu.Unlock()
+	b.registerReplConsumer(cons)
 	s.reply(h, 0, "", 0, 0)
-	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: tag, NoAck: noAck,
-		Exclusive: exclusive, Prefetch: prefetch, Priority: prio}
-	p.submit(qe.queueCmd(&c), func(res *GroupResult, err error) {
-		if err == nil && res.Err == nil {
-			return
-		}
-		if err == nil {
-			err = res.Err
-		}
-		s.log.Info("peer's consumer of a quorum queue not attached; cancelling it", zap.String("queue", qe.name),
-			zap.String("consumer-tag", tag), zap.Error(err))
-		b.dropReplConsumer(cons)
-		s.cancelled(cons)
-	})
+	b.attachRepl(p, cons)
 }
 
 // replyError replies to request id with err's code and text.
@@ -315,31 +297,21 @@ func (s *linkServer) deliverRepl(cons *consumer, e *queue.Entry) {
 // settleRepl applies the peer's settlement op to its deliveries seqs of
 // replicated queue qe; seqs the link does not hold are passed over.
 func (s *linkServer) settleRepl(qe *queueEntity, op byte, seqs []uint64) {
-	var holders []queue.ConsumerID
-	var held [][]uint64
+	var held seqRuns[queue.ConsumerID]
 	s.mu.Lock()
 	m := s.replHeld[qe]
 	for _, seq := range seqs {
-		h, ok := m[seq]
-		if !ok {
-			continue
+		if h, ok := m[seq]; ok {
+			delete(m, seq)
+			held.add(h, seq)
 		}
-		delete(m, seq)
-		i := 0
-		for i < len(holders) && holders[i] != h {
-			i++
-		}
-		if i == len(holders) {
-			holders, held = append(holders, h), append(held, nil)
-		}
-		held[i] = append(held[i], seq)
 	}
 	if m != nil && len(m) == 0 {
 		delete(s.replHeld, qe)
 	}
 	s.mu.Unlock()
-	for i, h := range holders {
-		s.b.settleReplSeqs(qe, replOp(op), held[i], h)
+	for i, h := range held.keys {
+		s.b.settleReplSeqs(qe, replOp(op), held.seqs[i], h)
 	}
 }
 
@@ -347,12 +319,12 @@ func (s *linkServer) settleRepl(qe *queueEntity, op byte, seqs []uint64) {
 // queues the link held when it ended (end).
 func (s *linkServer) returnReplHeld(held map[*queueEntity]map[uint64]queue.ConsumerID) {
 	for qe, m := range held {
-		by := map[queue.ConsumerID][]uint64{}
+		var by seqRuns[queue.ConsumerID]
 		for seq, h := range m {
-			by[h] = append(by[h], seq)
+			by.add(h, seq)
 		}
-		for h, seqs := range by {
-			s.b.settleReplSeqs(qe, queue.OpReturn, seqs, h)
+		for i, h := range by.keys {
+			s.b.settleReplSeqs(qe, queue.OpReturn, by.seqs[i], h)
 		}
 	}
 }

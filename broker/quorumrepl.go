@@ -729,21 +729,37 @@ func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string
 			Prefetch: ch.prefetch, Priority: prio},
 		ch: ch, qe: qe,
 	}
-	r := &b.repl
-	r.mu.Lock()
-	r.consumers[cons.ID] = cons
-	r.mu.Unlock()
-	qe.mu.Lock()
-	qe.addConsumerLocked(cons)
-	qe.mu.Unlock()
+	b.registerReplConsumer(cons)
 	ch.mu.Lock()
 	ch.consumers[tag] = cons
 	ch.mu.Unlock()
 	if !m.NoWait {
 		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
 	}
-	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: tag, NoAck: m.NoAck,
-		Exclusive: m.Exclusive, Prefetch: ch.prefetch, Priority: prio}
+	b.attachRepl(p, cons)
+	return nil
+}
+
+// registerReplConsumer records cons, a consumer of a replicated queue this
+// node serves (its client's, or a peer's over the link), where the group's
+// deliveries find it (observe).
+func (b *Broker) registerReplConsumer(cons *consumer) {
+	r := &b.repl
+	r.mu.Lock()
+	r.consumers[cons.ID] = cons
+	r.mu.Unlock()
+	qe := cons.qe
+	qe.mu.Lock()
+	qe.addConsumerLocked(cons)
+	qe.mu.Unlock()
+}
+
+// attachRepl proposes the attach of cons to its queue's group through p;
+// a consumer the group refuses (exclusive use, no quorum) is cancelled.
+func (b *Broker) attachRepl(p *groupProposer, cons *consumer) {
+	qe := cons.qe
+	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: cons.Tag, NoAck: cons.NoAck,
+		Exclusive: cons.Exclusive, Prefetch: cons.Prefetch, Priority: cons.Priority}
 	p.submit(qe.queueCmd(&c), func(res *GroupResult, err error) {
 		if err == nil && res.Err == nil {
 			return
@@ -752,11 +768,10 @@ func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string
 			err = res.Err
 		}
 		b.log.Info("consumer of a quorum queue not attached; cancelling it", zap.String("queue", qe.name),
-			zap.String("consumer-tag", tag), zap.Error(err))
+			zap.String("consumer-tag", cons.Tag), zap.Error(err))
 		b.dropReplConsumer(cons)
-		ch.serverCancel(cons)
+		cons.serverCancel()
 	})
-	return nil
 }
 
 // dropReplConsumer forgets cons on this node.
@@ -961,19 +976,9 @@ func (b *Broker) reattachRepl(cons *consumer) {
 	qe := cons.qe
 	b.log.Info("consumer of a quorum queue detached by its group while alive here; attaching it again",
 		zap.String("queue", qe.name), zap.String("consumer-tag", cons.Tag))
-	c := queue.Cmd{Op: queue.OpAttach, Now: nowMs(), Consumer: cons.ID, Tag: cons.Tag, NoAck: cons.NoAck,
-		Exclusive: cons.Exclusive, Prefetch: cons.Prefetch, Priority: cons.Priority}
-	p := b.proposer(qe.repl.group)
-	if p == nil {
-		return
+	if p := b.proposer(qe.repl.group); p != nil {
+		b.attachRepl(p, cons)
 	}
-	p.submit(qe.queueCmd(&c), func(res *GroupResult, err error) {
-		if err == nil && res.Err == nil {
-			return
-		}
-		b.dropReplConsumer(cons)
-		cons.serverCancel()
-	})
 }
 
 // deliverRepl writes a delivery of a replicated queue to cons, or returns

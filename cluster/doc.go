@@ -154,7 +154,10 @@
 // one. yamux pings each session every second; one whose ping goes unanswered
 // for 10 s is closed, so a peer cut off by a partition is seen gone within
 // about 11 s (and redialed once it answers again). Sessions are filed by the peer's advertised address, which is its Raft
-// server address in every group.
+// server address in every group. yamux writes a data frame as its header,
+// then its body; the session's connection (frameConn, coalesce.go) holds the
+// header back and writes both at once (writev), so that a frame — a Raft
+// heartbeat, its answer — is one write and one segment, not two.
 //
 // # Handshake
 //
