@@ -291,7 +291,7 @@ func (s *linkServer) replyNoQueue(id uint64, vname, name string) {
 // channel to wait on when qe is over the flow-control mark.
 func (s *linkServer) publish(qe *queueEntity, msg *queue.Message, id uint64) chan struct{} {
 	b := s.b
-	if qe.repl != nil && qe.stream == nil {
+	if qe.repl != nil {
 		return s.publishRepl(qe, msg, id)
 	}
 	var done func(error)

@@ -145,30 +145,20 @@ func (ch *channel) forwardReplLocked(qe *queueEntity, node string, msg *queue.Me
 	return true
 }
 
-// publishRepl is a peer's publish to replicated queue qe (the peer is not
-// a member of its group): proposed by this node's proposer, answered once
-// the group has applied it here. A node that is not a member itself
+// publishRepl is a peer's publish to replicated queue or stream qe (the
+// peer is not a member of its group): proposed by this node's proposer
+// (a stream's through its appender), answered once the group has applied
+// it here. A node that is not a member itself
 // refuses it (the peer nacks).
 func (s *linkServer) publishRepl(qe *queueEntity, msg *queue.Message, id uint64) chan struct{} {
-	b := s.b
-	g := qe.repl.group
-	var p *groupProposer
-	if _, away := b.replAway(g); !away {
-		p = b.proposer(g)
-	}
+	p := s.memberProposer(qe, id)
 	if p == nil {
-		if id != 0 {
-			s.reply(id, amqp.InternalError, "not a member of the queue's data group", 0, 0)
-		}
 		return nil
 	}
-	if s.replPub == 0 {
-		var r [8]byte
-		_, _ = rand.Read(r[:])
-		s.replPub = binary.BigEndian.Uint64(r[:]) | 1
+	if qe.stream != nil {
+		return s.publishStreamRepl(qe, p, msg, id)
 	}
-	s.replSeq++
-	pubSeq := s.replSeq
+	pubSeq := s.nextReplSeq()
 	c := queue.Cmd{Op: queue.OpEnqueue, Now: nowMs(), TTL: messageTTL(msg.Header), Msg: msg,
 		Publisher: queue.PublisherID(s.replPub), PubSeq: pubSeq}
 	var done func(*GroupResult, error)
@@ -194,6 +184,33 @@ func (s *linkServer) publishRepl(qe *queueEntity, msg *queue.Message, id uint64)
 	qe.stats.publish++
 	qe.mu.Unlock()
 	return p.submit(qe.queueCmd(&c), done)
+}
+
+// memberProposer returns this node's proposer of replicated queue qe's
+// group for a peer's request id, or nil, the request refused, when this
+// node is not a member (any more) or has none.
+func (s *linkServer) memberProposer(qe *queueEntity, id uint64) *groupProposer {
+	b := s.b
+	var p *groupProposer
+	if _, away := b.replAway(qe.repl.group); !away {
+		p = b.proposer(qe.repl.group)
+	}
+	if p == nil && id != 0 {
+		s.reply(id, amqp.InternalError, "not a member of the queue's data group", 0, 0)
+	}
+	return p
+}
+
+// nextReplSeq returns the next sequence of the link's publisher id (made
+// at the first) in the groups' deduplication. Read loop only.
+func (s *linkServer) nextReplSeq() uint64 {
+	if s.replPub == 0 {
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		s.replPub = binary.BigEndian.Uint64(r[:]) | 1
+	}
+	s.replSeq++
+	return s.replSeq
 }
 
 // awayRefusal is a member's refusal of a peer's request for a replicated

@@ -657,11 +657,11 @@ func (ch *channel) replPublisher(qe *queueEntity, confirmSeq uint64) *groupPropo
 // and sets *throttle when the group's backlog on this node is over its
 // bound. Hold qe.mu; nothing here blocks.
 func (ch *channel) publishReplLocked(qe *queueEntity, msg *queue.Message, confirmSeq uint64, throttle *chan struct{}) bool {
-	if qe.stream != nil {
-		return ch.publishStreamReplLocked(qe, msg, confirmSeq, throttle)
-	}
 	if node, away := ch.c.b.replAway(qe.repl.group); away {
 		return ch.forwardReplLocked(qe, node, msg, confirmSeq, throttle)
+	}
+	if qe.stream != nil {
+		return ch.publishStreamReplLocked(qe, msg, confirmSeq, throttle)
 	}
 	p := ch.replPublisher(qe, confirmSeq)
 	if p == nil {

@@ -51,11 +51,13 @@ type streamAppender struct {
 }
 
 // streamConfirm is a publisher waiting for the message at index i of the
-// appender's pending list (i counts from the batch's start).
+// appender's pending list (i counts from the batch's start): channel ch's
+// confirm seq, or done (a peer's publish over the node link).
 type streamConfirm struct {
-	i   int
-	ch  *channel
-	seq uint64
+	i    int
+	ch   *channel
+	seq  uint64
+	done func(error)
 }
 
 // publishStreamReplLocked appends msg to replicated stream qe through
@@ -68,16 +70,50 @@ func (ch *channel) publishStreamReplLocked(qe *queueEntity, msg *queue.Message, 
 	if p == nil {
 		return false
 	}
+	var c *streamConfirm
 	if confirmSeq != 0 {
 		ch.confirms.hold(confirmSeq)
+		c = &streamConfirm{ch: ch, seq: confirmSeq}
 	}
+	b.appendStreamLocked(qe, p, streamAppend{pub: ch.replPub, seq: ch.replSeq, msg: msg}, c, throttle)
+	return true
+}
+
+// publishStreamRepl is a peer's publish to replicated stream qe, appended
+// through this node's appender with p, its group's proposer here; with id
+// the reply (the peer's confirm) waits for the append's commit. Read loop.
+func (s *linkServer) publishStreamRepl(qe *queueEntity, p *groupProposer, msg *queue.Message, id uint64) chan struct{} {
+	var c *streamConfirm
+	if id != 0 {
+		c = &streamConfirm{done: func(err error) {
+			if err != nil {
+				s.reply(id, amqp.InternalError, err.Error(), 0, 0)
+			} else {
+				s.reply(id, 0, "", 0, 0)
+			}
+		}}
+	}
+	var throttle chan struct{}
+	seq := s.nextReplSeq()
+	qe.mu.Lock()
+	s.b.appendStreamLocked(qe, p, streamAppend{pub: s.replPub, seq: seq, msg: msg}, c, &throttle)
+	qe.mu.Unlock()
+	return throttle
+}
+
+// appendStreamLocked adds m to replicated stream qe's appender, starting
+// an append with p when none is in flight; c, when set, waits for its
+// commit. It sets *throttle while the appender holds too much. Hold qe.mu.
+func (b *Broker) appendStreamLocked(qe *queueEntity, p *groupProposer, m streamAppend, c *streamConfirm, throttle *chan struct{}) {
 	qe.stats.publish++
 	a := &qe.stream.app
 	a.mu.Lock()
-	if confirmSeq != 0 {
-		a.confirms = append(a.confirms, streamConfirm{i: len(a.pending), ch: ch, seq: confirmSeq})
+	if c != nil {
+		c.i = len(a.pending)
+		a.confirms = append(a.confirms, *c)
 	}
-	a.pending = append(a.pending, streamAppend{pub: ch.replPub, seq: ch.replSeq, msg: msg})
+	a.pending = append(a.pending, m)
+	msg := m.msg
 	a.bytes += len(msg.Body)
 	if a.bytes > streamPendingCap {
 		if a.drained == nil {
@@ -93,7 +129,6 @@ func (ch *channel) publishStreamReplLocked(qe *queueEntity, msg *queue.Message, 
 	if start {
 		b.flushStreamAppends(qe, p)
 	}
-	return true
 }
 
 // flushStreamAppends proposes the next append command of qe's appender,
@@ -143,7 +178,11 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			b.log.Warn("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
 		}
 		for _, c := range confirms {
-			c.ch.journaled(c.seq, err)
+			if c.done != nil {
+				c.done(err)
+			} else {
+				c.ch.journaled(c.seq, err)
+			}
 		}
 		b.flushStreamAppends(qe, p)
 	})
@@ -200,6 +239,11 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 	if single && a.name == "" {
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 20,
 			"single active consumer on stream queue '%s' in vhost '%s' needs x-stream-consumer-name", qe.name, v.name)
+	}
+	if _, away := ch.c.b.replAway(qe.repl.group); away {
+		// A stream's consumers read a local replica, as in RabbitMQ.
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 20,
+			"stream queue '%s' in vhost '%s' does not have a running replica on the local node (%s)", qe.name, v.name, ch.c.b.cfg.NodeName)
 	}
 	g := ch.c.b.replStream(qe)
 	if g == nil {

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -157,6 +158,10 @@ func testMembersChange(t *testing.T, declareOn int) {
 	startCluster(t, nodes...)
 	waitDataGroups(t, nodes...)
 	declareQuorum(t, nodes[declareOn], "qm", nil)
+	// A stream declared through the same node lands in the same data
+	// group (client-local: the group that node is the preferred leader
+	// of), so it loses and regains n3's replica with qm.
+	declareStream(t, nodes[declareOn], "sm")
 	waitSameDefinitions(t, nodes...)
 	leader := nodes[declareOn].name
 	waitFor(t, "qm led by "+leader, func() bool {
@@ -231,6 +236,21 @@ func testMembersChange(t *testing.T, declareOn int) {
 	// same, through a member over the node link: queue.declare's counts,
 	// basic.get, consumers.
 	via := consumeThroughNonMember(t, nodes[2], "qm")
+	// Publishes to the stream through n3 go to a member; its consumers
+	// are refused there (a stream is read from a local replica).
+	_, sch := dial(t, nodes[2])
+	smAcked := linkPublish(t, sch, "s-n3", "", "sm", 50, false)
+	if len(smAcked) != 50 {
+		t.Fatalf("%d of 50 publishes to the stream through n3 confirmed", len(smAcked))
+	}
+	if err := sch.Qos(10, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sch.Consume("sm", "", false, false, false, false, nil)
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed || !strings.Contains(ae.Reason, "does not have a running replica on the local node") {
+		t.Fatalf("consuming the stream through n3, not a member: %v", err)
+	}
 	// Raft snapshots every 10–20 s when over the threshold: publishing
 	// goes on long enough for the group to have compacted its log.
 	for at := time.Now(); time.Since(at) < 21*time.Second; {
@@ -303,6 +323,13 @@ func testMembersChange(t *testing.T, declareOn int) {
 	got = append(got, via...)
 	if err := checkSet(confirmed, published, got); err != nil {
 		t.Fatal(err)
+	}
+	// The stream, read from its first offset through n3 (a member again):
+	// the 50 published through n3 while it was not, in order.
+	for i, r := range readStream(t, nodes[2], "sm", "", "first", 50) {
+		if r.pub != "s-n3" || r.seq != int64(i) || r.off != int64(i) {
+			t.Fatalf("stream sm read through n3: message %d is %s/%d at offset %d", i, r.pub, r.seq, r.off)
+		}
 	}
 	if os.Getenv("WARREN_TEST_LOGS") != "" {
 		for _, n := range nodes {
