@@ -259,13 +259,19 @@ func (ch *channel) registerConsumerLocked(qe *queueEntity, cons *consumer, tag s
 	qe.hadConsumer = true
 	qe.touchLocked()
 	cons.timeout = qe.fx.set.consumerTimeout
+	ch.confirmConsumer(cons, tag, noWait)
+	qe.dispatchLocked()
+}
+
+// confirmConsumer records cons as the channel's consumer tag and sends
+// consume-ok unless noWait.
+func (ch *channel) confirmConsumer(cons *consumer, tag string, noWait bool) {
 	ch.mu.Lock()
 	ch.consumers[tag] = cons
 	ch.mu.Unlock()
 	if !noWait {
 		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
 	}
-	qe.dispatchLocked()
 }
 
 func (ch *channel) cancel(m *amqp.BasicCancel) error {

@@ -747,14 +747,24 @@ func (p *linkPeer) queueCall(t byte, qe *queueEntity, extra func(b []byte) []byt
 
 // getRemote is basic.get of a remote queue.
 func (ch *channel) getRemote(qe *queueEntity, m *amqp.BasicGet) error {
-	r := qe.home.peer.queueCall(lkGet, qe, func(b []byte) []byte { return appendFlag(b, m.NoAck) })
-	if err := r.asError(qe, amqp.ClassBasic, 70); err != nil {
+	return ch.getOver(qe.home.peer, qe, m, homeDown, nil)
+}
+
+// getOver is basic.get of qe answered by node p; down is the refusal when
+// p cannot be reached. hold, when set, records a message taken with
+// manual acknowledgement before the client sees it.
+func (ch *channel) getOver(p *linkPeer, qe *queueEntity, m *amqp.BasicGet, down func(*queueEntity, uint16, uint16) error, hold func(seq uint64)) error {
+	r := p.queueCall(lkGet, qe, func(b []byte) []byte { return appendFlag(b, m.NoAck) })
+	if err := r.refusal(qe, amqp.ClassBasic, 70, down); err != nil {
 		return err
 	}
 	if !r.found {
 		ch.stats.getEmpty.Add(1)
 		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
 		return nil
+	}
+	if hold != nil && !m.NoAck {
+		hold(r.seq)
 	}
 	if ch.sendGetOk(qe, r.seq, m.NoAck, r.redel, r.msg, int(r.a)) {
 		ch.c.out.wake()

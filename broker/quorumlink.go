@@ -80,27 +80,14 @@ func (ch *channel) getReplVia(qe *queueEntity, node string, m *amqp.BasicGet) er
 	if p == nil {
 		return groupDown(qe, amqp.ClassBasic, 70)
 	}
-	r := p.queueCall(lkGet, qe, func(b []byte) []byte { return appendFlag(b, m.NoAck) })
-	if err := r.memberError(qe, amqp.ClassBasic, 70); err != nil {
-		return err
-	}
-	if !r.found {
-		ch.stats.getEmpty.Add(1)
-		ch.c.send(ch.id, &amqp.BasicGetEmpty{})
-		return nil
-	}
-	if !m.NoAck {
+	return ch.getOver(p, qe, m, groupDown, func(seq uint64) {
 		ch.mu.Lock()
 		if ch.viaGets == nil {
 			ch.viaGets = make(map[viaGet]*linkPeer)
 		}
-		ch.viaGets[viaGet{qe, r.seq}] = p
+		ch.viaGets[viaGet{qe, seq}] = p
 		ch.mu.Unlock()
-	}
-	if ch.sendGetOk(qe, r.seq, m.NoAck, r.redel, r.msg, int(r.a)) {
-		ch.c.out.wake()
-	}
-	return nil
+	})
 }
 
 // statusReplVia returns replicated queue qe's ready messages and consumers

@@ -730,12 +730,7 @@ func (ch *channel) consumeRepl(qe *queueEntity, m *amqp.BasicConsume, tag string
 		ch: ch, qe: qe,
 	}
 	b.registerReplConsumer(cons)
-	ch.mu.Lock()
-	ch.consumers[tag] = cons
-	ch.mu.Unlock()
-	if !m.NoWait {
-		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
-	}
+	ch.confirmConsumer(cons, tag, m.NoWait)
 	b.attachRepl(p, cons)
 	return nil
 }

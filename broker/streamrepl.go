@@ -285,12 +285,7 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 	} else {
 		s.AddConsumer(sc)
 	}
-	ch.mu.Lock()
-	ch.consumers[tag] = cons
-	ch.mu.Unlock()
-	if !m.NoWait {
-		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
-	}
+	ch.confirmConsumer(cons, tag, m.NoWait)
 	if g.host != nil {
 		g.host.dispatchLocked(gs)
 	}
