@@ -84,7 +84,7 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		return nil
 	}
 	node := ""
-	replicate := quorumArg(m.Arguments) || streamArg(m.Arguments) && !nodeLocalStream(m.Arguments)
+	replicate := quorumArg(m.Arguments) && !nodeLocalQuorum(m.Arguments) || streamArg(m.Arguments) && !nodeLocalStream(m.Arguments)
 	if replicate && ch.c.b.replicated() && !m.Exclusive {
 		if g := ch.c.b.placeQuorum(v, name, m.Arguments); g != 0 {
 			node = groupNode(g)

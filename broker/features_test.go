@@ -115,9 +115,13 @@ func TestQueueArgsInvalid(t *testing.T) {
 		{amqp091.Table{"x-delivery-limit": int32(-2)}, "invalid arg 'x-delivery-limit' for queue 'q' in vhost '/': {value_negative,-2}"},
 		{amqp091.Table{"x-queue-type": "quorum"}, "invalid property 'non-durable' for queue 'q' in vhost '/'"},
 		{amqp091.Table{"x-queue-type": "quorum", "x-max-priority": int32(5)}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_quorum_queue"},
+		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int32(0)}, "invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': {value_zero,0}"},
+		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int64(-3)}, "invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': {value_negative,-3}"},
+		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": "3"}, `invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': "expected integer, got longstr"`},
 	} {
 		ch := open(t, c)
-		_, err := ch.QueueDeclare("q", false, false, false, false, tc.args)
+		durable := tc.args["x-quorum-initial-group-size"] != nil // past the quorum queue's durability check
+		_, err := ch.QueueDeclare("q", durable, false, false, false, tc.args)
 		expectReason(t, expectCode(t, err, 406), "PRECONDITION_FAILED - "+tc.text)
 	}
 	ch := open(t, c)

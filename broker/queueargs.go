@@ -233,6 +233,11 @@ func parseQueueArgs(name, vhost string, args amqp.Table) (queueSettings, error) 
 		}
 		s.cfg.SingleActiveConsumer = sac
 	}
+	if v, ok := args["x-quorum-initial-group-size"]; ok && s.quorum {
+		if why := initialSizeArg(v); why != "" {
+			return bad("x-quorum-initial-group-size", why)
+		}
+	}
 	if n, ok, why := nonNeg("x-delivery-limit"); why != "" {
 		return bad("x-delivery-limit", why)
 	} else if ok {

@@ -58,16 +58,7 @@ func parseStreamArgs(name, vhost string, args amqp.Table) (queueSettings, error)
 		s.cfg.MaxLengthBytes = n
 	}
 	if v, ok := args["x-initial-cluster-size"]; ok {
-		// rabbit_amqqueue:check_initial_cluster_size_arg.
-		n, why := intArgValue(v)
-		switch {
-		case why != "":
-		case n < 0:
-			why = fmt.Sprintf("{value_negative,%d}", n)
-		case n == 0:
-			why = "{value_zero,0}"
-		}
-		if why != "" {
+		if why := initialSizeArg(v); why != "" {
 			return queueSettings{}, invalidArg("x-initial-cluster-size", name, vhost, why)
 		}
 	}
@@ -320,4 +311,28 @@ func (b *Broker) checkStreamDeclare(name, vhost string, durable bool, m *amqp.Qu
 func nodeLocalStream(args amqp.Table) bool {
 	n, ok := argInt(args["x-initial-cluster-size"])
 	return ok && n == 1
+}
+
+// nodeLocalQuorum is nodeLocalStream for a quorum queue: one declared with
+// x-quorum-initial-group-size 1 is a quorum queue of one replica, on the
+// node placeQueue chooses, as a quorum queue declared before the cluster
+// planned its data groups; any other size gets its group's members.
+func nodeLocalQuorum(args amqp.Table) bool {
+	n, ok := argInt(args["x-quorum-initial-group-size"])
+	return ok && n == 1
+}
+
+// initialSizeArg is rabbit_amqqueue:check_initial_cluster_size_arg (for
+// x-initial-cluster-size and x-quorum-initial-group-size): a positive
+// integer. It returns the refusal's reason, or "".
+func initialSizeArg(v any) string {
+	n, why := intArgValue(v)
+	switch {
+	case why != "":
+	case n < 0:
+		why = fmt.Sprintf("{value_negative,%d}", n)
+	case n == 0:
+		why = "{value_zero,0}"
+	}
+	return why
 }

@@ -160,23 +160,29 @@ func TestClusterStreamSnapshotCatchUp(t *testing.T) {
 
 // TestClusterStreamInitialClusterSize: x-initial-cluster-size 1 makes a
 // stream of one replica on the declaring node (no data group), any other
-// size (and none) a stream replicated on its group's three members.
+// size (and none) a stream replicated on its group's three members; the
+// same for quorum queues and x-quorum-initial-group-size.
 func TestClusterStreamInitialClusterSize(t *testing.T) {
 	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
 	startCluster(t, nodes...)
 	waitDataGroups(t, nodes...)
 	_, ch := dial(t, nodes[1])
-	for name, size := range map[string]any{"one": int32(1), "two": int32(2), "five": int64(5), "default": nil} {
+	for name, size := range map[string]any{"one": int32(1), "two": int32(2), "five": int64(5), "default": nil,
+		"q-one": int32(1), "q-two": int8(2), "q-default": nil} {
 		args := amqp091.Table{"x-queue-type": "stream"}
+		key := "x-initial-cluster-size"
+		if strings.HasPrefix(name, "q-") {
+			args["x-queue-type"], key = "quorum", "x-quorum-initial-group-size"
+		}
 		if size != nil {
-			args["x-initial-cluster-size"] = size
+			args[key] = size
 		}
 		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	waitSameDefinitions(t, nodes...)
-	for _, name := range []string{"one", "two", "five", "default"} {
+	for _, name := range []string{"one", "two", "five", "default", "q-one", "q-two", "q-default"} {
 		var q struct {
 			Node    string   `json:"node"`
 			Members []string `json:"members"`
@@ -184,13 +190,20 @@ func TestClusterStreamInitialClusterSize(t *testing.T) {
 		if _, err := nodes[0].api("GET", "/api/queues/%2F/"+name, nil, &q); err != nil {
 			t.Fatal(err)
 		}
+		single := strings.HasSuffix(name, "one")
 		switch {
-		case name == "one" && (len(q.Members) != 0 || q.Node != nodes[1].name):
+		case single && (len(q.Members) != 0 || q.Node != nodes[1].name):
 			t.Errorf("%s: node %q, members %v; want on %s alone", name, q.Node, q.Members, nodes[1].name)
-		case name != "one" && len(q.Members) != 3:
+		case !single && len(q.Members) != 3:
 			t.Errorf("%s: members %v, want 3", name, q.Members)
 		}
 	}
+	// The one-replica quorum queue takes messages through any node.
+	_, ch0 := dial(t, nodes[0])
+	if acked := linkPublish(t, ch0, "p", "", "q-one", 10, false); len(acked) != 10 {
+		t.Fatalf("q-one: %d of 10 confirmed", len(acked))
+	}
+	consumeUntil(t, nodes[2], "q-one", 10, func(rs []linkRecord) bool { return len(rs) == 10 })
 	// The one-replica stream takes messages through its node.
 	if acked := linkPublish(t, ch, "p", "", "one", 10, false); len(acked) != 10 {
 		t.Fatalf("%d of 10 confirmed", len(acked))
