@@ -48,7 +48,21 @@ type alarms struct {
 	memFraction float64
 	memBytes    uint64
 	diskLimit   uint64
+	// changed wakes the monitor when a threshold changes.
+	changed chan struct{}
 }
+
+// resourceFarFactor is how many ResourceCheckIntervals the monitor waits
+// between samples while memory and disk are far from their thresholds
+// (memory under half of the paging threshold, disk free over twice its
+// limit and a GiB more): RabbitMQ's disk monitor also samples less often
+// the further the free space is from its limit. An idle broker's timers
+// are most of its idle CPU.
+const resourceFarFactor = 5
+
+// resourceFarDisk is the free space above twice the limit below which the
+// disk counts as near it.
+const resourceFarDisk = 1 << 30
 
 // Alarms lists the alarms that are on: AlarmMemory, AlarmDisk.
 func (b *Broker) Alarms() []string {
@@ -74,6 +88,15 @@ func (b *Broker) SetMemoryHighWatermark(fraction float64, bytes uint64) {
 	a.mu.Lock()
 	a.memFraction, a.memBytes = fraction, bytes
 	a.mu.Unlock()
+	a.wake()
+}
+
+// wake has the monitor sample now.
+func (a *alarms) wake() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
 }
 
 // SetDiskFreeLimit changes the disk free space threshold at run time.
@@ -82,6 +105,7 @@ func (b *Broker) SetDiskFreeLimit(bytes uint64) {
 	a.mu.Lock()
 	a.diskLimit = bytes
 	a.mu.Unlock()
+	a.wake()
 }
 
 // blockedBy returns the reason for connection.blocked and a channel closed
@@ -127,10 +151,12 @@ func (b *Broker) setAlarms(memory, disk bool) {
 	}
 }
 
-// monitorResources samples memory and disk until stop is closed. It is
-// the goroutine Serve starts and waits for.
+// monitorResources samples memory and disk until stop is closed: every
+// ResourceCheckInterval near a threshold, resourceFarFactor times that far
+// from them, and at once when a threshold changes. It is the goroutine
+// Serve starts and waits for.
 func (b *Broker) monitorResources(stop <-chan struct{}) {
-	t := time.NewTicker(b.cfg.ResourceCheckInterval)
+	t := time.NewTimer(b.cfg.ResourceCheckInterval)
 	defer t.Stop()
 	ram := totalMemory()
 	samples := []metrics.Sample{
@@ -138,16 +164,23 @@ func (b *Broker) monitorResources(stop <-chan struct{}) {
 		{Name: "/memory/classes/heap/released:bytes"},
 	}
 	for {
-		b.checkResources(ram, samples)
+		every := b.cfg.ResourceCheckInterval
+		if !b.checkResources(ram, samples) {
+			every *= resourceFarFactor
+		}
+		t.Reset(every)
 		select {
 		case <-stop:
 			return
 		case <-t.C:
+		case <-b.alarm.changed:
 		}
 	}
 }
 
-func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) {
+// checkResources samples memory and disk, sets the alarms and the paging
+// pressure, and reports whether either is near its threshold.
+func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) (near bool) {
 	a := &b.alarm
 	a.mu.Lock()
 	fraction, limit, diskLimit := a.memFraction, a.memBytes, a.diskLimit
@@ -167,6 +200,7 @@ func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) {
 		}
 		memory = used >= limit
 		pressure = float64(used) >= b.cfg.PagingRatio*float64(limit)
+		near = float64(used) >= b.cfg.PagingRatio/2*float64(limit)
 	}
 	if b.paging.Swap(pressure) != pressure {
 		b.log.Info("memory pressure: paging transient messages out", zap.Bool("on", pressure))
@@ -178,10 +212,13 @@ func (b *Broker) checkResources(ram uint64, samples []metrics.Sample) {
 	if dir := b.cfg.DataDir; dir != "" && diskLimit > 0 {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(dir, &st); err == nil {
-			disk = uint64(st.Bavail)*uint64(st.Bsize) < diskLimit
+			free := uint64(st.Bavail) * uint64(st.Bsize)
+			disk = free < diskLimit
+			near = near || free < 2*diskLimit+resourceFarDisk
 		}
 	}
 	b.setAlarms(memory, disk)
+	return near || memory || disk || pressure
 }
 
 // totalMemory is the machine's RAM in bytes (Linux /proc/meminfo), or 0

@@ -341,6 +341,7 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.DefinitionLog != nil {
 		b.defLog = cfg.DefinitionLog(b)
 	}
+	b.alarm.changed = make(chan struct{}, 1)
 	b.alarm.memFraction = cfg.MemoryHighWatermark
 	b.alarm.memBytes = cfg.MemoryHighWatermarkBytes
 	b.alarm.diskLimit = cfg.DiskFreeLimit

@@ -292,6 +292,7 @@ func (b *Broker) applySetGlobal(c *defCmd) DefResult {
 	}
 	b.globals[c.Name] = g
 	b.mu.Unlock()
+	b.notePlacement()
 	return DefResult{id: g.storeID, existed: old != nil, created: old == nil}
 }
 
@@ -310,5 +311,6 @@ func (b *Broker) applyDeleteGlobal(c *defCmd) DefResult {
 	b.mu.Lock()
 	delete(b.globals, c.Name)
 	b.mu.Unlock()
+	b.notePlacement()
 	return DefResult{id: g.storeID, existed: true, deleted: []string{"global parameter " + c.Name}}
 }

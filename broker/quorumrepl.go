@@ -160,6 +160,9 @@ type replState struct {
 	// each dead letter not settled yet, per queue.
 	dlxKick      chan struct{}
 	dlxConfirmed map[GroupQueueKey]map[uint64]map[*queueEntity]bool
+	// placed is signalled when a replicated queue is placed in a group or
+	// a global parameter changes (DataGroupsChanged).
+	placed chan struct{}
 	// away are the groups this node is not a member of per the plan, with
 	// their members (SetQuorumAway, quorummembers.go).
 	away map[uint64][]string
@@ -195,6 +198,7 @@ func (r *replState) init(node string) {
 	r.ticking = make(map[GroupQueueKey]bool)
 	r.deadKick = make(chan struct{}, 1)
 	r.dlxKick = make(chan struct{}, 1)
+	r.placed = make(chan struct{}, 1)
 	r.dlxConfirmed = map[GroupQueueKey]map[uint64]map[*queueEntity]bool{}
 }
 
@@ -276,7 +280,21 @@ func (qe *queueEntity) setRepl(node string) bool {
 	}
 	qe.repl = &replQueue{group: g, key: GroupQueueKey{VHost: qe.vhost.name, Name: qe.name, ID: qe.id}}
 	qe.homeNode = node
+	qe.vhost.b.notePlacement()
 	return true
+}
+
+// DataGroupsChanged is signalled (it has room for one signal) when a
+// replicated queue is placed in a data group, or a global parameter (the
+// data groups' plan is one) is set or deleted: the node's data groups may
+// have to start or change members. Nil on a broker without data groups.
+func (b *Broker) DataGroupsChanged() <-chan struct{} { return b.repl.placed }
+
+func (b *Broker) notePlacement() {
+	select {
+	case b.repl.placed <- struct{}{}:
+	default:
+	}
 }
 
 // errGroupDown is the reply for a replicated queue whose group this node

@@ -151,9 +151,10 @@
 // callers share the dial. When two nodes dial each other at once, both keep
 // the connection dialed by the node with the smaller name and close the other;
 // a connection from a new incarnation of a peer (it restarted) replaces the old
-// one. yamux pings each session every second; one whose ping goes unanswered
+// one. yamux pings each session every 3 s; one whose ping goes unanswered
 // for 10 s is closed, so a peer cut off by a partition is seen gone within
-// about 11 s (and redialed once it answers again). Sessions are filed by the peer's advertised address, which is its Raft
+// about 13 s (and redialed once it answers again); a killed peer's session
+// ends with its connection. Sessions are filed by the peer's advertised address, which is its Raft
 // server address in every group. yamux writes a data frame as its header,
 // then its body; the session's connection (frameConn, coalesce.go) holds the
 // header back and writes both at once (writev), so that a frame — a Raft

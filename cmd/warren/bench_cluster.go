@@ -93,6 +93,30 @@ func benchClusterCommands() []*cli.Command {
 			Action: runQueuesCommand,
 		},
 		{
+			Name:  "delayed",
+			Usage: "delayed messages: memory of a backlog, firing accuracy under a steady flow and in a burst",
+			Description: "Declares an x-delayed-message exchange (direct) and two durable queues; publishes --waiting\n" +
+				"persistent messages with random delays of one minute to --max-delay (with confirms), and\n" +
+				"reports the broker's RSS (--pid) before, at its peak and --settle after; then --rate messages\n" +
+				"a second for --steady, each due --lead after it is sent, and --burst messages due at one\n" +
+				"moment, consumed as they come due: how late each arrived after its due time. Deletes what it\n" +
+				"declared at the end.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "uri", Value: "amqp://guest:guest@localhost:5672", Usage: "broker URI"},
+				&cli.IntFlag{Name: "waiting", Value: 1_000_000, Usage: "messages in the backlog"},
+				&cli.DurationFlag{Name: "max-delay", Value: time.Hour, Usage: "longest delay of the backlog"},
+				&cli.IntFlag{Name: "size", Aliases: []string{"s"}, Value: 100, Usage: "body size in bytes (min 8)"},
+				&cli.DurationFlag{Name: "settle", Value: 10 * time.Second, Usage: "wait after the backlog before reading the RSS"},
+				&cli.IntFlag{Name: "rate", Value: 1000, Usage: "steady phase: messages per second (0 = none)"},
+				&cli.DurationFlag{Name: "steady", Value: 20 * time.Second, Usage: "length of the steady phase"},
+				&cli.DurationFlag{Name: "lead", Value: time.Second, Usage: "delay of the steady phase's messages"},
+				&cli.IntFlag{Name: "burst", Value: 10_000, Usage: "messages due at one moment (0 = none)"},
+				&cli.IntFlag{Name: "pid", Usage: "the broker's process id, for its RSS (0 = not measured)"},
+				jsonFlag,
+			},
+			Action: runDelayedCommand,
+		},
+		{
 			Name:  "idle",
 			Usage: "CPU (% of a core) and RSS of running processes over a time, from /proc",
 			Flags: []cli.Flag{
@@ -292,6 +316,46 @@ func runIdleCommand(cc *cli.Context) error {
 	for _, p := range procs {
 		fmt.Printf("%s (pid %d): CPU %.2f%% of a core, RSS %.1f MiB at the end (max %.1f, mean %.1f)\n",
 			p.Name, p.PID, p.CPU, float64(p.RSS)/mib, float64(p.RSSMax)/mib, p.RSSMean/mib)
+	}
+	return nil
+}
+
+func runDelayedCommand(cc *cli.Context) error {
+	ctx, stop := signal.NotifyContext(cc.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := runDelayed(ctx, delayedConfig{
+		URI: cc.String("uri"), Waiting: cc.Int("waiting"), MaxDelay: cc.Duration("max-delay"), Size: cc.Int("size"),
+		Settle: cc.Duration("settle"), Rate: cc.Int("rate"), Steady: cc.Duration("steady"), Lead: cc.Duration("lead"),
+		Burst: cc.Int("burst"), PID: cc.Int("pid"), Out: benchProgress(cc),
+	})
+	if err != nil {
+		return err
+	}
+	const mib = 1 << 20
+	lat := func(l lateness) map[string]any {
+		return map[string]any{"count": l.Count, "early": l.Early, "p50_ms": round(l.P50, 2), "p99_ms": round(l.P99, 2),
+			"max_ms": round(l.Max, 2), "received_rate": round(l.ReceivedPerSec, 1)}
+	}
+	if cc.Bool("json") {
+		return printJSONLine(map[string]any{
+			"publish_rate": round(res.PublishRate, 1), "rss_idle_mib": round(float64(res.RSSIdle)/mib, 1),
+			"rss_peak_mib": round(float64(res.RSSPeak)/mib, 1), "rss_settled_mib": round(float64(res.RSSAt)/mib, 1),
+			"steady": lat(res.Steady), "burst": lat(res.Burst),
+		})
+	}
+	if cc.Int("pid") != 0 {
+		fmt.Printf("backlog of %d: %.0f msg/s confirmed; broker RSS %.1f MiB before, peak %.1f, %.1f after settling: %.1f MiB above idle\n",
+			cc.Int("waiting"), res.PublishRate, float64(res.RSSIdle)/mib, float64(res.RSSPeak)/mib, float64(res.RSSAt)/mib,
+			float64(res.RSSAt-min(res.RSSAt, res.RSSIdle))/mib)
+	}
+	for _, p := range []struct {
+		name string
+		l    lateness
+	}{{"steady", res.Steady}, {"burst", res.Burst}} {
+		if p.l.Count > 0 {
+			fmt.Printf("%s: %d messages, lateness p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d early; received at %.0f msg/s\n",
+				p.name, p.l.Count, p.l.P50, p.l.P99, p.l.Max, p.l.Early, p.l.ReceivedPerSec)
+		}
 	}
 	return nil
 }

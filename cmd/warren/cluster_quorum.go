@@ -110,12 +110,16 @@ func (d *dataGroups) start(ctx context.Context, cc *cli.Context, st *store.Store
 }
 
 // follow starts the groups of the plan, and has the metadata leader make
-// the plan once the cluster is large enough.
+// the plan once the cluster is large enough. It looks every followPlanning
+// until there is a plan, then when the broker signals a placement or a
+// plan change (DataGroupsChanged), and every followPlanned besides.
 func (d *dataGroups) follow(ctx context.Context, b *broker.Broker) {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTimer(followPlanning)
 	defer t.Stop()
 	for {
+		every := followPlanning
 		if plan, ok := d.current(); ok {
+			every = followPlanned
 			// Only the groups that hold a queue run: a group without one
 			// stays dormant (no Raft, no heartbeats) until a queue is
 			// placed in it, or this node proposes to it (Log).
@@ -145,13 +149,23 @@ func (d *dataGroups) follow(ctx context.Context, b *broker.Broker) {
 				}
 			}
 		}
+		t.Reset(every)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-b.DataGroupsChanged():
 		}
 	}
 }
+
+// followPlanning and followPlanned are how often follow looks without a
+// signal: before the plan is made (the cluster forming), and after. An
+// idle node's timers are most of its idle CPU.
+const (
+	followPlanning = 250 * time.Millisecond
+	followPlanned  = 2 * time.Second
+)
 
 // reconcile follows the plan's membership changes (ChangeGroupMember):
 // the broker learns which groups this node is not a member of (it stops

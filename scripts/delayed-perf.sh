@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Delayed messages against a `warren server` process: the memory of a
+# backlog of WAITING (1,000,000) delayed messages with random delays of up to
+# an hour, then the firing accuracy of a steady flow of RATE (1,000) delayed
+# messages a second behind it, and of a burst of BURST (10,000) due at one
+# moment. With LOAD_RATE (default 10,000; 0 = none) a `warren bench` of
+# persistent messages with confirms (1 producer, 1 consumer, at that rate)
+# runs on another queue throughout, so that accuracy is measured under load.
+#
+#   bash scripts/delayed-perf.sh
+#   WARREN_BIN=/tmp/warren WAITING=100000 LOAD_RATE=0 bash scripts/delayed-perf.sh
+#
+# The server runs as shipped (its own GC target), on fresh random ports and
+# a fresh data dir on 127.0.0.1; it is stopped at the end. Prints
+# `warren bench delayed`'s report (RSS above idle, lateness p50 / p99 / max
+# at the consumer) and the load's rates.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WAITING=${WAITING:-1000000}
+RATE=${RATE:-1000}
+STEADY=${STEADY:-20s}
+BURST=${BURST:-10000}
+LOAD_RATE=${LOAD_RATE:-10000}
+TMP=$(mktemp -d /tmp/warren-delayed.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${KEEP:-0}" = 1 ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+log() { printf '[delayed %4ds] %s\n' "$SECONDS" "$*" >&2; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 20000))
+    port_open "$p" || { echo "$p"; return; }
+  done
+}
+
+if [ -n "${WARREN_BIN:-}" ]; then
+  W=$(realpath "$WARREN_BIN")
+else
+  W=$TMP/warren
+  log "building warren"
+  go build -o "$W" ./cmd/warren
+fi
+AMQP=$(free_port)
+HTTP=$(free_port)
+"$W" server --amqp-addr "127.0.0.1:$AMQP" --http-addr "127.0.0.1:$HTTP" --data-dir "$TMP/data" --log-level warn >"$TMP/warren.log" 2>&1 &
+WPID=$!
+PIDS+=("$WPID")
+for _ in $(seq 200); do port_open "$AMQP" && break; sleep 0.05; done
+port_open "$AMQP" || { echo "warren did not start" >&2; cat "$TMP/warren.log" >&2; exit 1; }
+URI="amqp://guest:guest@127.0.0.1:$AMQP"
+sleep 2 # idle RSS after start, not during it
+log "warren $W (pid $WPID) on 127.0.0.1:$AMQP; load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$LOAD_RATE" != 0 ]; then
+  "$W" bench --uri "$URI" -x 1 -y 1 --persistent --confirm 500 --rate "$LOAD_RATE" \
+    --queue-pattern warren-delayed-load >"$TMP/load.log" 2>&1 &
+  PIDS+=("$!")
+  log "background load: $LOAD_RATE persistent msg/s with confirms"
+fi
+"$W" bench delayed --uri "$URI" --pid "$WPID" --waiting "$WAITING" --rate "$RATE" --steady "$STEADY" --burst "$BURST"
+log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$LOAD_RATE" != 0 ]; then
+  kill -INT "${PIDS[1]}" 2>/dev/null || true
+  wait "${PIDS[1]}" 2>/dev/null || true
+  grep -E '^summary' "$TMP/load.log" || tail -n 3 "$TMP/load.log"
+fi
