@@ -34,14 +34,8 @@ TMP=$(mktemp -d /tmp/warren-ab.XXXXXX)
 # KEEP=1 keeps the per-run output (perf.sh's tables, logs and figures) in $TMP.
 if [ "${KEEP:-0}" = 1 ]; then trap 'echo "kept $TMP" >&2' EXIT; else trap 'rm -rf "$TMP"' EXIT; fi
 log() { printf '[ab %4ds] %s\n' "$SECONDS" "$*" >&2; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 40000))
-    port_open "$p" || { echo "$p"; return; }
-  done
-}
+# shellcheck source=scripts/ports.sh
+. scripts/ports.sh # the repository root is the working directory
 
 # one LABEL BIN ENV ROUND: one perf.sh run; its figures go to $TMP/raw.LABEL.ROUND.
 one() {

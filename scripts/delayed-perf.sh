@@ -30,14 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 log() { printf '[delayed %4ds] %s\n' "$SECONDS" "$*" >&2; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 20000))
-    port_open "$p" || { echo "$p"; return; }
-  done
-}
+# shellcheck source=scripts/ports.sh
+. scripts/ports.sh # the repository root is the working directory
 
 if [ -n "${WARREN_BIN:-}" ]; then
   W=$(realpath "$WARREN_BIN")

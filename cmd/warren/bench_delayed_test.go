@@ -38,18 +38,20 @@ func TestBenchDelayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ex := range exs {
-		if strings.HasPrefix(ex.Name, "warren-bench-delayed-") {
-			t.Errorf("exchange %s left behind", ex.Name)
-		}
-	}
 	qs, err := s.Queues("/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var left []string
+	for _, ex := range exs {
+		left = append(left, "exchange "+ex.Name)
+	}
 	for _, q := range qs {
-		if strings.HasPrefix(q.Name, "warren-bench-delayed-") {
-			t.Errorf("queue %s left behind", q.Name)
+		left = append(left, "queue "+q.Name)
+	}
+	for _, name := range left {
+		if strings.Contains(name, " warren-bench-delayed-") {
+			t.Errorf("%s left behind", name)
 		}
 	}
 }
