@@ -22,17 +22,19 @@ const module = "github.com/warrenmq/warren"
 //
 // cluster (replication) sits beside broker on store and amqp,
 // and none of broker, queue, exchange, store or amqp may import it.
-// interop holds only tests of the whole broker with real clients.
+// interop holds only tests of the whole broker with real clients;
+// internal holds helpers of tests (internal/testport).
 var mayImport = map[string][]string{
 	"amqp":     nil,
 	"store":    nil,
+	"internal": nil,
 	"queue":    {"amqp"},
 	"exchange": {"amqp"},
-	"cluster":  {"amqp", "store"},
+	"cluster":  {"amqp", "store", "internal"},
 	"broker":   {"amqp", "exchange", "queue", "store"},
 	"web":      {"amqp", "exchange", "queue", "store", "broker"},
 	"cmd":      {"amqp", "exchange", "queue", "store", "broker", "cluster", "web"},
-	"interop":  {"amqp", "exchange", "queue", "store", "broker", "cluster", "web"},
+	"interop":  {"amqp", "exchange", "queue", "store", "broker", "cluster", "web", "internal"},
 }
 
 // unit is the top-level package a Warren import path belongs to.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +21,8 @@ import (
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/warrenmq/warren/internal/testport"
 )
 
 // Tests of real warren processes forming a cluster. The binary is built
@@ -108,45 +108,9 @@ type wnode struct {
 	http   string
 }
 
-// handedOut holds the ports freePort returned in this test process.
-var (
-	handedOutMu sync.Mutex
-	handedOut   = map[int]bool{}
-)
-
-// freePort returns an address on ip with a port free a moment ago, for a
-// node's cluster port, which the node must get again when it restarts. It
-// is taken below the kernel's ephemeral range: a port from that range may
-// be given to an outgoing connection (of any test running meanwhile) while
-// the node is down, and held for as long as that connection lives.
-func freePort(t testing.TB, ip string) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var lo, hi int
-		if _, err := fmt.Sscan(string(b), &lo, &hi); err == nil && lo > 2048 {
-			low = lo
-		}
-	}
-	base := max(1024, low-16384)
-	handedOutMu.Lock()
-	defer handedOutMu.Unlock()
-	for range 1000 {
-		port := base + rand.IntN(low-base)
-		if handedOut[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		handedOut[port] = true
-		return net.JoinHostPort(ip, strconv.Itoa(port))
-	}
-	t.Fatalf("no free port on %s below %d", ip, low)
-	return ""
-}
+// freePort returns an address on ip for a node's cluster port, below the
+// ephemeral range (testport.Below).
+func freePort(t testing.TB, ip string) string { return testport.Below(t, ip) }
 
 // writeSecret writes a cluster secret file.
 func writeSecret(t testing.TB, secret string) string {

@@ -20,6 +20,7 @@ import (
 	"github.com/warrenmq/warren/broker"
 	"github.com/warrenmq/warren/broker/brokertest"
 	"github.com/warrenmq/warren/cluster"
+	"github.com/warrenmq/warren/internal/testport"
 	"github.com/warrenmq/warren/store"
 )
 
@@ -225,7 +226,7 @@ func (n *clusterNode) start() {
 	}
 	addr := n.addr
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		addr = testport.Below(t, "127.0.0.1")
 	}
 	node, err := cluster.New(cluster.Config{NodeName: n.name, ClusterAddr: addr, Secret: n.secret, Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -274,12 +275,7 @@ func startCluster(t testing.TB) []*clusterNode {
 	// The ports first, so that every node knows its peers' addresses.
 	var nodes []*clusterNode
 	for i, name := range names {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := testport.Below(t, "127.0.0.1")
 		nodes = append(nodes, &clusterNode{t: t, name: name, dir: t.TempDir(), addr: addr, defs: defs, i: i,
 			secret: secret, peers: map[string]string{}})
 	}
