@@ -206,7 +206,8 @@ func firstLine(s string) string {
 // key, value and a big-endian CRC-32C of all three. Badger cuts the file
 // at the first entry that does not read back. That is safe when nothing
 // but zeros follows that entry (the unused tail of a preallocated file,
-// after a crash mid-write); anything else is damage.
+// after a crash mid-write), or when that entry is the last write torn by
+// a crash (tornLast); anything else is damage.
 func checkLog(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -250,10 +251,117 @@ func checkLog(path string) error {
 				return nil // an entry torn by a crash, then the unused tail
 			}
 		}
+		if torn, err := tornLast(f, off, size, crcTable); err != nil {
+			return fmt.Errorf("store: reading %s: %w", path, err)
+		} else if torn {
+			return nil // the last write, torn with its header unwritten
+		}
 		return &DamagedError{File: path,
 			Problem: fmt.Sprintf("the entry at byte %d does not read back (bad checksum, or the file is cut short) and %d bytes of data follow it", off, size-off),
 			Advice:  adviceRepair}
 	}
+}
+
+// Badger writes a log entry into its memory-mapped file with one copy,
+// and the copy (Go's memmove, for anything over 256 bytes) stores the first
+// 32 and the last 128 bytes after everything between them. A process
+// killed during the copy leaves an entry whose header and end are still
+// zeros while its middle is written, then the zeros of the preallocated
+// file: the header claims nothing, and data follows the bad entry.
+// tornLast accepts that shape and nothing that would lose a good entry.
+
+const (
+	// maxLogEntry bounds the length of one log entry: the largest value
+	// Badger takes (the store cuts bodies into smaller chunks), its key
+	// and header.
+	maxLogEntry = maxValueLen + 1<<17
+	// badgerUnknownMeta are the bits of an entry's meta byte that Badger
+	// never sets (value.go: bits 0-3, 6 and 7 are used).
+	badgerUnknownMeta = 0x30
+	// tornScanBudget bounds the bytes checksummed while looking for a
+	// good entry inside a torn one; past it the entry counts as damage.
+	tornScanBudget = 1 << 30
+)
+
+// tornLast reports whether the bad entry at off is the last write, torn
+// by a crash: zeros run from somewhere after off to the end of the file,
+// the data between is no longer than one entry, and no entry that reads
+// back starts inside it. Cutting the log at off, as Badger does, then
+// loses only the torn write, which was never synced nor confirmed. A file
+// that ends in data (cut short) or a good entry after the bad one (damage
+// in the middle) is not that shape.
+func tornLast(f *os.File, off, size int64, crcTable *crc32.Table) (bool, error) {
+	last, err := lastNonZero(f, off, size)
+	if err != nil || last < 0 {
+		return last < 0, err
+	}
+	if last >= size-1 || last-off >= maxLogEntry {
+		return false, nil
+	}
+	// A good entry's checksum may end in zero bytes: read 4 past the data.
+	buf := make([]byte, min(size, last+5)-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	budget := int64(tornScanBudget)
+	for p := 1; p < len(buf); p++ {
+		if buf[p]&badgerUnknownMeta != 0 {
+			continue
+		}
+		good, checked := entryAt(buf[p:], crcTable)
+		if budget -= checked; good || budget < 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// entryAt reports whether b starts with a log entry that reads back, and
+// how many bytes it checksummed to find out.
+func entryAt(b []byte, crcTable *crc32.Table) (good bool, checked int64) {
+	if len(b) < 2 || b[0]&badgerUnknownMeta != 0 {
+		return false, 0
+	}
+	hl := 2
+	var lens [3]uint64
+	for i := range lens {
+		v, n := binary.Uvarint(b[hl:])
+		if n <= 0 {
+			return false, 0
+		}
+		lens[i] = v
+		hl += n
+	}
+	klen, vlen := lens[0], lens[1]
+	if klen == 0 || klen > 1<<16 || vlen > uint64(len(b)) {
+		return false, 0
+	}
+	end := uint64(hl) + klen + vlen + 4
+	if end > uint64(len(b)) {
+		return false, 0
+	}
+	sum := crc32.Checksum(b[:end-4], crcTable)
+	return binary.BigEndian.Uint32(b[end-4:end]) == sum, int64(end)
+}
+
+// lastNonZero returns the offset of the last byte of f at or after off
+// that is not zero, or -1 when there is none.
+func lastNonZero(f *os.File, off, size int64) (int64, error) {
+	buf := make([]byte, 1<<16)
+	for end := size; end > off; {
+		start := max(off, end-int64(len(buf)))
+		b := buf[:end-start]
+		if _, err := f.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
+			return -1, err
+		}
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return start + int64(i), nil
+			}
+		}
+		end = start
+	}
+	return -1, nil
 }
 
 // zeroFrom reports whether f holds only zeros from off to its end.
