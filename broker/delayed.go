@@ -86,6 +86,7 @@ type delayedState struct {
 	// is the latest, in ms.
 	late    [len(latenessBounds) + 1]atomic.Int64
 	lateMax atomic.Int64
+	lateSum atomic.Int64 // ms
 
 	// winMu guards the window (a leaf lock): win holds every stored
 	// message whose key is at most winEnd and that the scheduler has not
@@ -111,6 +112,7 @@ func (d *delayedState) noteLate(ms int64) {
 		i++
 	}
 	d.late[i].Add(1)
+	d.lateSum.Add(max(ms, 0))
 	for cur := d.lateMax.Load(); ms > cur && !d.lateMax.CompareAndSwap(cur, ms); cur = d.lateMax.Load() {
 	}
 }
@@ -118,13 +120,13 @@ func (d *delayedState) noteLate(ms int64) {
 // DelayedLateness reports how late the scheduler routed delayed messages
 // since the broker started: counts[i] messages were routed at most
 // bounds[i] ms after their due time (and more than bounds[i-1]); the last
-// count is those later than every bound.
-func (b *Broker) DelayedLateness() (bounds, counts []int64) {
+// count is those later than every bound. sumMs is their lateness summed.
+func (b *Broker) DelayedLateness() (bounds, counts []int64, sumMs int64) {
 	counts = make([]int64, len(b.delayed.late))
 	for i := range counts {
 		counts[i] = b.delayed.late[i].Load()
 	}
-	return latenessBounds[:], counts
+	return latenessBounds[:], counts, b.delayed.lateSum.Load()
 }
 
 // clock is the scheduler's time in unix ms (rounded up with up): the wall
@@ -875,7 +877,12 @@ func (f *firing) collect() {
 
 // settle waits until at most limit routed messages are unconfirmed (once
 // stop is closed, for delayedStopGrace at most), then deletes the
-// settled ones' records, leaving at most keep deletions in flight.
+// settled ones' records, leaving at most keep deletions in flight. A
+// deletion waits for the store's sync, so the settled records gather
+// while one is in flight and go in the next (at once with keep 0, or
+// once they reach a window's bounds): the scheduler routing a message or
+// two each millisecond neither starts a deletion per message nor waits
+// for syncs it does not need to.
 func (f *firing) settle(limit, keep int) {
 	var grace <-chan time.Time
 	stop := f.stop
@@ -890,13 +897,41 @@ func (f *firing) settle(limit, keep int) {
 			limit = f.routed
 		}
 	}
-	if len(f.settled) > 0 {
+	f.reap(len(f.deletes))
+	if len(f.settled) > 0 && (len(f.deletes) == 0 || keep == 0 || f.settledFull()) {
 		done := make(chan error, 1)
-		f.st.RemoveDelayedAsync(f.settled, func(err error) { done <- err })
+		notify := f.b.delayed.confirmed
+		f.st.RemoveDelayedAsync(f.settled, func(err error) {
+			done <- err
+			select { // the scheduler starts the next deletion
+			case notify <- struct{}{}:
+			default:
+			}
+		})
 		f.settled = nil
 		f.deletes = append(f.deletes, done)
 	}
-	// Those already done, and the oldest beyond keep.
+	f.reap(keep)
+}
+
+// settledFull reports whether the settled records waiting for their
+// deletion (and holding their bodies) reach a window's bounds.
+func (f *firing) settledFull() bool {
+	if len(f.settled) >= delayedBatch {
+		return true
+	}
+	n := 0
+	for _, m := range f.settled {
+		if n += delayedSize(m); n >= delayedBatchBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// reap takes the deletions done, oldest first, waiting for the oldest
+// while more than keep are in flight.
+func (f *firing) reap(keep int) {
 	for len(f.deletes) > 0 {
 		var err error
 		if len(f.deletes) > keep {

@@ -98,7 +98,7 @@ func burstLateness(t *testing.T, s *brokertest.Server, ch *amqp091.Channel, conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, before := s.DelayedLateness()
+	_, before, _ := s.DelayedLateness()
 	s.DelayedLateMax()
 	publishDelayedConfirmed(t, ch, confirms, count, func(i int) (string, int64, []byte) {
 		due := start
@@ -130,7 +130,7 @@ func burstLateness(t *testing.T, s *brokertest.Server, ch *amqp091.Channel, conf
 	if err := ch.Cancel("burst", false); err != nil {
 		t.Fatal(err)
 	}
-	bounds, counts := s.DelayedLateness()
+	bounds, counts, _ := s.DelayedLateness()
 	for i := range counts {
 		counts[i] -= before[i]
 	}

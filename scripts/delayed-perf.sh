@@ -13,13 +13,17 @@
 # The server runs as shipped (its own GC target), on fresh random ports and
 # a fresh data dir on 127.0.0.1; it is stopped at the end. Prints
 # `warren bench delayed`'s report (RSS above idle, lateness p50 / p99 / max
-# at the consumer) and the load's rates.
+# at the consumer), how late a timer fired on the machine through the steady
+# phase (`warren bench jitter`), the broker's own histogram of how late it
+# routed them (warren_delayed_messages_lateness_seconds, all phases
+# together) and the load's rates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WAITING=${WAITING:-1000000}
 RATE=${RATE:-1000}
 STEADY=${STEADY:-20s}
 BURST=${BURST:-10000}
+SETTLE=${SETTLE:-10s}
 LOAD_RATE=${LOAD_RATE:-10000}
 TMP=$(mktemp -d /tmp/warren-delayed.XXXXXX)
 PIDS=()
@@ -42,7 +46,8 @@ else
 fi
 AMQP=$(free_port)
 HTTP=$(free_port)
-"$W" server --amqp-addr "127.0.0.1:$AMQP" --http-addr "127.0.0.1:$HTTP" --data-dir "$TMP/data" --log-level warn >"$TMP/warren.log" 2>&1 &
+METRICS=$(free_port)
+"$W" server --amqp-addr "127.0.0.1:$AMQP" --http-addr "127.0.0.1:$HTTP" --metrics-addr "127.0.0.1:$METRICS" --data-dir "$TMP/data" --log-level warn >"$TMP/warren.log" 2>&1 &
 WPID=$!
 PIDS+=("$WPID")
 for _ in $(seq 200); do port_open "$AMQP" && break; sleep 0.05; done
@@ -56,8 +61,26 @@ if [ "$LOAD_RATE" != 0 ]; then
   PIDS+=("$!")
   log "background load: $LOAD_RATE persistent msg/s with confirms"
 fi
-"$W" bench delayed --uri "$URI" --pid "$WPID" --waiting "$WAITING" --rate "$RATE" --steady "$STEADY" --burst "$BURST"
+# Through the steady phase, `warren bench jitter` measures how late a timer
+# fires on the machine itself, in a process of its own: what the machine's
+# stalls add to every figure (the broker's and the clients' alike).
+"$W" bench delayed --uri "$URI" --pid "$WPID" --waiting "$WAITING" --settle "$SETTLE" --rate "$RATE" --steady "$STEADY" --burst "$BURST" |
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    case $line in
+      "steady: $RATE msg/s"*) "$W" bench jitter --duration "$STEADY" >"$TMP/jitter.log" 2>&1 & ;;
+    esac
+  done
+if [ "$RATE" != 0 ]; then
+  for _ in $(seq 300); do [ -s "$TMP/jitter.log" ] && break; sleep 0.1; done
+  cat "$TMP/jitter.log" 2>/dev/null || true
+fi
 log "load $(cut -d' ' -f1-3 /proc/loadavg)"
+# The broker's own account: how late its scheduler routed each message
+# (backlog, steady and burst together), cumulative per bucket.
+if command -v curl >/dev/null; then
+  curl -s "http://127.0.0.1:$METRICS/metrics" | grep '^warren_delayed_messages_lateness' || true
+fi
 if [ "$LOAD_RATE" != 0 ]; then
   kill -INT "${PIDS[1]}" 2>/dev/null || true
   wait "${PIDS[1]}" 2>/dev/null || true

@@ -154,11 +154,29 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	e.gauge("rabbitmq_alarms_memory_used_watermark", "is 1 if VM memory watermark alarm is in effect", boolValue(slices.Contains(alarms, broker.AlarmMemory)))
 	e.gauge("rabbitmq_alarms_free_disk_space_watermark", "is 1 if free disk space watermark alarm is in effect", boolValue(slices.Contains(alarms, broker.AlarmDisk)))
 
+	collectDelayed(e, s.b)
+
 	qs, _ := s.b.Queues("")
 	c.collectQueues(e, qs)
 	c.collectRaft(e, qs, perObject)
 	c.collectChannels(e, s.b.Channels(), perObject, "rabbitmq_channel_", nil)
 	c.collectConnections(e, s.b.Connections(), perObject, "rabbitmq_connection_")
+}
+
+// collectDelayed emits how late the delayed-message scheduler routed
+// messages after their due time, as a histogram in seconds.
+func collectDelayed(e *emitter, b *broker.Broker) {
+	bounds, counts, sumMs := b.DelayedLateness()
+	buckets := make(map[float64]uint64, len(bounds))
+	var total uint64
+	for i, bound := range bounds {
+		total += uint64(counts[i])
+		buckets[float64(bound)/1000] = total
+	}
+	total += uint64(counts[len(counts)-1])
+	const name = "warren_delayed_messages_lateness_seconds"
+	d := prometheus.NewDesc(name, "How late delayed messages were routed after their due time", nil, nil)
+	e.ch <- prometheus.MustNewConstHistogram(d, total, float64(sumMs)/1000, buckets)
 }
 
 func boolValue(b bool) float64 {

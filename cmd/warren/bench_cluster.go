@@ -117,6 +117,19 @@ func benchClusterCommands() []*cli.Command {
 			Action: runDelayedCommand,
 		},
 		{
+			Name:  "jitter",
+			Usage: "how late a timer fires on this machine (not the broker): run it beside a latency benchmark",
+			Description: "Sleeps --interval over and over for --duration in a process that does nothing else and\n" +
+				"reports how late the wake-ups were (p50, p99, p99.9, max) and, of those over 3 ms, how many\n" +
+				"came at one phase of each 100 ms of the wall clock (a CPU quota's period shows there).",
+			Flags: []cli.Flag{
+				&cli.DurationFlag{Name: "duration", Aliases: []string{"z"}, Value: 10 * time.Second, Usage: "how long to measure"},
+				&cli.DurationFlag{Name: "interval", Value: time.Millisecond, Usage: "the timer's interval"},
+				jsonFlag,
+			},
+			Action: runJitterCommand,
+		},
+		{
 			Name:  "idle",
 			Usage: "CPU (% of a core) and RSS of running processes over a time, from /proc",
 			Flags: []cli.Flag{
