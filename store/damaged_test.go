@@ -370,17 +370,7 @@ func TestKillDuringWritesOpens(t *testing.T) {
 	}
 	for round := 0; round < rounds; round++ {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestKillDuringWritesChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "WARREN_KILL_DIR="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
+		cmd, sc := startChild(t, "TestKillDuringWritesChild", "WARREN_KILL_DIR", dir)
 		committed := -1
 		kill := time.After(time.Duration(50+rand.IntN(400)) * time.Millisecond)
 		lines := make(chan string)
@@ -437,6 +427,23 @@ func TestKillDuringWritesOpens(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// startChild runs the test binary's test as a child process with env set
+// to dir, and returns it and a scanner of its output.
+func startChild(t *testing.T, test, env, dir string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(out)
 }
 
 // TestKillDuringWritesChild is the child of TestKillDuringWritesOpens: it

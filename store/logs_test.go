@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -495,18 +493,8 @@ func TestLogCrashKeepsAcknowledged(t *testing.T) {
 		t.Skip("in the child")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLogCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "WARREN_LOG_CRASH_DIR="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, sc := startChild(t, "TestLogCrashChild", "WARREN_LOG_CRASH_DIR", dir)
 	acked := map[uint64]uint64{} // log or queue id → highest index acknowledged
-	sc := bufio.NewScanner(out)
 	n := 0
 	for sc.Scan() && n < 2000 {
 		f := strings.Fields(sc.Text())
