@@ -148,7 +148,9 @@ func (h *streamHost) run() {
 				}
 			case j.chunk != nil:
 				gs, end := j.gs, j.chunk.First+uint64(j.chunk.Count)
-				st.AppendStreamChunk(gs.storeID, j.chunk, j.msgs, func(err error) {
+				// The group's log holds the chunk on a majority: its
+				// write here needs no sync of its own.
+				st.AppendReplicaChunk(gs.storeID, j.chunk, j.msgs, func(err error) {
 					h.mu.Lock()
 					h.written = append(h.written, streamWritten{gs: gs, end: end, err: err})
 					start := !h.running

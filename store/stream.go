@@ -135,6 +135,19 @@ func decodeChunkHeader(first uint64, val []byte) (*StreamChunk, error) {
 // message body: the data record then says how long the data is and the
 // chunk header how many chunk records it has.
 func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
+	s.appendStreamChunk(streamID, c, msgs, done, true)
+}
+
+// AppendReplicaChunk is AppendStreamChunk for a chunk that is durable
+// elsewhere already (a replicated stream's chunk, in its group's log on a
+// majority of nodes): it has no sync of its own but rides with the next
+// group commit, or is written within removeDelay. done is called once it
+// is durable.
+func (s *Store) AppendReplicaChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
+	s.appendStreamChunk(streamID, c, msgs, done, false)
+}
+
+func (s *Store) appendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error), urgent bool) {
 	size := 0
 	for i := range msgs {
 		m := &msgs[i]
@@ -185,7 +198,7 @@ func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 	hdr := append([]byte{streamKeyLen}, streamKey(streamID, streamChunkHeader, c.First)...)
 	hdr = appendChunkHeader(hdr, &ch)
 	// The data goes first: a chunk's header is never durable without it.
-	s.submit([]op{{kind: opSet, buf: data, n: head, withNext: true}, {kind: opSet, buf: hdr, done: done}}, true, true, done)
+	s.submit([]op{{kind: opSet, buf: data, n: head, withNext: true}, {kind: opSet, buf: hdr, done: done}}, true, urgent, done)
 }
 
 // SetStreamOffset stores the acknowledged offset of named consumer name of
