@@ -2,7 +2,9 @@ package store
 
 import (
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestStreamChunksRoundTrip(t *testing.T) {
@@ -54,5 +56,62 @@ func TestStreamChunksRoundTrip(t *testing.T) {
 	}
 	if idx, _ := s.LoadStream(7); len(idx.Chunks) != 0 || len(idx.Offsets) != 0 {
 		t.Fatalf("after RemoveStream: %+v", idx)
+	}
+}
+
+// TestReplicaChunkRidesWithNextCommit: a replica's chunk write waits for
+// company instead of committing alone, is durable with the next urgent
+// write (its done called first, in the same commit), and alone is written
+// anyway; both chunks are there after a reopen.
+func TestReplicaChunkRidesWithNextCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	var mu sync.Mutex
+	var order []string
+	note := func(what string, c chan<- error) func(error) {
+		return func(err error) {
+			mu.Lock()
+			order = append(order, what)
+			mu.Unlock()
+			c <- err
+		}
+	}
+	msgs := []StreamMessage{{Exchange: "x", RoutingKey: "k", Body: []byte("m0")}}
+	chunkDone, appendDone := make(chan error, 1), make(chan error, 1)
+	commits := s.commits.Load()
+	s.AppendReplicaChunk(9, &StreamChunk{First: 0, Count: 1, Bytes: 2}, msgs, note("chunk", chunkDone))
+	time.Sleep(20 * time.Millisecond) // well within removeDelay
+	if n := s.commits.Load(); n != commits {
+		t.Fatalf("%d group commits for the replica chunk alone, want none yet", n-commits)
+	}
+	s.Append(1, 1, &Message{Body: []byte("urgent")}, note("append", appendDone))
+	for _, c := range []chan error{chunkDone, appendDone} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	if fmt.Sprint(order) != "[chunk append]" {
+		t.Errorf("completions %v, want the chunk's first", order)
+	}
+	mu.Unlock()
+	if n := s.commits.Load() - commits; n != 1 {
+		t.Errorf("%d group commits for the chunk and the append, want 1", n)
+	}
+	// Alone, it is written within removeDelay.
+	s.AppendReplicaChunk(9, &StreamChunk{First: 1, Count: 1, Bytes: 2}, []StreamMessage{{Body: []byte("m1")}}, note("chunk", chunkDone))
+	select {
+	case err := <-chunkDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone replica chunk was never written")
+	}
+	mustClose(t, s)
+	s = openTest(t, dir)
+	defer mustClose(t, s)
+	if idx, err := s.LoadStream(9); err != nil || len(idx.Chunks) != 2 {
+		t.Fatalf("after reopen: %+v %v", idx, err)
 	}
 }
