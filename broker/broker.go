@@ -216,6 +216,9 @@ var ErrClosed = errors.New("broker: closed")
 type Broker struct {
 	cfg Config
 	log *zap.Logger
+	// connLog is log for connections' lines (connLog in connlog.go): two
+	// more caller frames skipped.
+	connLog *zap.Logger
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -316,6 +319,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg:     cfg,
 		log:     cfg.Logger,
+		connLog: cfg.Logger.WithOptions(zap.AddCallerSkip(2)),
 		vhosts:  make(map[string]*vhost),
 		users:   make(map[string]*user),
 		conns:   make(map[*conn]struct{}),

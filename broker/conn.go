@@ -31,7 +31,7 @@ const lingerTimeout = time.Second
 type conn struct {
 	b   *Broker
 	nc  net.Conn
-	log *zap.Logger
+	log connLog
 	id  uint64
 	// connectedAt is when the connection was accepted (immutable).
 	connectedAt time.Time
@@ -179,9 +179,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.connectedAt = time.Now()
 	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
-	// Lazy: most connections never log, and encoding the fields is a
-	// good part of a handshake's cost.
-	c.log = b.log.WithLazy(zap.Uint64("conn", c.id), zap.Stringer("peer", nc.RemoteAddr()))
+	c.log = connLog{base: b.connLog, id: c.id, peer: nc.RemoteAddr()}
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/warrenmq/warren/amqp"
 )
@@ -18,6 +19,47 @@ import (
 // a connection is open (peer, user, vhost, the client's connection_name),
 // one when it ends with the reason. A connection that ends before it is
 // open is logged where the handshake fails.
+
+// connLog writes one connection's log lines: the broker's logger with the
+// connection's fields (conn and peer; vhost and user once it is open; the
+// client's connection_name once it has logged opening) before each line's
+// own. Unlike a zap child logger, which holds an encoder and its 1 KiB
+// buffer per connection from the first line it writes (at the default
+// level, every connection's "connection opened"), it holds only the
+// values, and encodes nothing for a line below the level. Its fields are
+// set by the reader goroutine before the connection has channels, and
+// only read after.
+type connLog struct {
+	// base is the broker's logger with two more caller frames skipped
+	// (write and its caller here).
+	base                *zap.Logger
+	id                  uint64
+	peer                net.Addr
+	vhost, user, client string
+}
+
+func (l *connLog) write(lvl zapcore.Level, msg string, fs []zap.Field) {
+	ce := l.base.Check(lvl, msg)
+	if ce == nil {
+		return
+	}
+	all := make([]zap.Field, 0, 5+len(fs))
+	if l.peer != nil { // not the management API's internal connection
+		all = append(all, zap.Uint64("conn", l.id), zap.Stringer("peer", l.peer))
+	}
+	if l.vhost != "" {
+		all = append(all, zap.String("vhost", l.vhost), zap.String("user", l.user))
+	}
+	if l.client != "" {
+		all = append(all, zap.String("client-name", l.client))
+	}
+	ce.Write(append(all, fs...)...)
+}
+
+func (l *connLog) Debug(msg string, fs ...zap.Field) { l.write(zapcore.DebugLevel, msg, fs) }
+func (l *connLog) Info(msg string, fs ...zap.Field)  { l.write(zapcore.InfoLevel, msg, fs) }
+func (l *connLog) Warn(msg string, fs ...zap.Field)  { l.write(zapcore.WarnLevel, msg, fs) }
+func (l *connLog) Error(msg string, fs ...zap.Field) { l.write(zapcore.ErrorLevel, msg, fs) }
 
 // closeNote records the client's connection.close, for the connection's
 // last log line. Reader goroutine. (conn.sentClose and
@@ -32,9 +74,7 @@ type closeNote struct {
 
 // logOpened logs the opened connection. Reader goroutine, once.
 func (c *conn) logOpened() {
-	if name, _ := c.clientProps["connection_name"].(string); name != "" {
-		c.log = c.log.With(zap.String("client-name", name))
-	}
+	c.log.client, _ = c.clientProps["connection_name"].(string)
 	c.log.Info("connection opened", zap.String("client", clientProduct(c.clientProps)))
 }
 

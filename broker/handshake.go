@@ -157,7 +157,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	c.vhost = v
-	c.log = c.log.WithLazy(zap.String("vhost", v.name), zap.String("user", u.name))
+	c.log.vhost, c.log.user = v.name, u.name
 	c.send(0, &amqp.ConnectionOpenOk{})
 	c.rd.until.Store(0)
 	if c.heartbeat > 0 {

@@ -36,7 +36,7 @@ func (b *Broker) mgmtChannel(vhostName, username string) (*channel, error) {
 		u.setPermission(vhostName, permission{configure: ".*", write: ".*", read: ".*"})
 	}
 	c := &conn{
-		b: b, log: b.log, vhost: v, user: u, vhostNm: v.name, userNm: u.name,
+		b: b, log: connLog{base: b.connLog}, vhost: v, user: u, vhostNm: v.name, userNm: u.name,
 		out: newOutbound(0), channels: make(map[uint16]*channel),
 		frameMax: b.cfg.FrameMax, channelMax: b.cfg.ChannelMax,
 	}
