@@ -33,6 +33,8 @@ type conn struct {
 	nc  net.Conn
 	log connLog
 	id  uint64
+	// name is RabbitMQ's name of the connection (connName; immutable).
+	name string
 	// connectedAt is when the connection was accepted (immutable).
 	connectedAt time.Time
 
@@ -180,6 +182,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 	c.direct.Store(true)
 	c.closeSig = make(chan struct{})
 	c.log = connLog{base: b.connLog, id: c.id, peer: nc.RemoteAddr()}
+	c.name = nameConn(nc)
 	c.rd.nc = nc
 	c.rd.last = &c.lastRead
 	c.fr = amqp.NewFrameReader(&c.rd, 4096)

@@ -194,8 +194,17 @@ type Overview struct {
 }
 
 // connName is RabbitMQ's name for a connection.
+// connName is RabbitMQ's name of a connection, "peer:port -> local:port"
+// (conn.name, set when it is accepted).
 func connName(c *conn) string {
-	return fmt.Sprintf("%s -> %s", c.nc.RemoteAddr(), c.nc.LocalAddr())
+	if c.name == "" && c.nc != nil {
+		return nameConn(c.nc)
+	}
+	return c.name
+}
+
+func nameConn(nc net.Conn) string {
+	return nc.RemoteAddr().String() + " -> " + nc.LocalAddr().String()
 }
 
 func splitAddr(a net.Addr) (string, int) {
@@ -428,6 +437,57 @@ func (b *Broker) Connections() []ConnectionInfo {
 	}
 	b.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ConnectionCount is the number of client connections, open or opening.
+func (b *Broker) ConnectionCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.conns)
+}
+
+// ConnectionOctets are a connection's name and byte counters.
+type ConnectionOctets struct {
+	Name             string
+	RecvOct, SendOct uint64
+}
+
+// ConnectionsOctets lists every connection's byte counters, in no order:
+// what the management API's sampler reads every few seconds, without the
+// copies of a listing (Connections).
+func (b *Broker) ConnectionsOctets() []ConnectionOctets {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]ConnectionOctets, 0, len(b.conns))
+	for c := range b.conns {
+		out = append(out, ConnectionOctets{Name: connName(c), RecvOct: c.rd.octets.recvOct.Load(), SendOct: c.rd.octets.sendOct.Load()})
+	}
+	return out
+}
+
+// ChannelCounters are an open channel's connection name, number and
+// counters.
+type ChannelCounters struct {
+	Connection string
+	Number     uint16
+	Stats      ChannelStats
+}
+
+// ChannelsCounters lists the counters of every open channel, in no
+// order: Channels' Stats without the rest, for the sampler.
+func (b *Broker) ChannelsCounters() []ChannelCounters {
+	chs := b.mgmt.channels()
+	out := make([]ChannelCounters, 0, len(chs))
+	for _, ch := range chs {
+		ch.mu.Lock()
+		closed := ch.closed
+		st := ch.countersLocked()
+		ch.mu.Unlock()
+		if !closed {
+			out = append(out, ChannelCounters{Connection: connName(ch.c), Number: ch.id, Stats: st})
+		}
+	}
 	return out
 }
 

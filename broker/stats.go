@@ -273,28 +273,41 @@ func (m *mgmtState) channels() []*channel {
 func (ch *channel) statsSnapshot() ChannelStats {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	st, _ := ch.statsLocked()
-	return st
+	return ch.countersLocked()
 }
 
 // statsLocked copies the channel's counters, and its publishes (in,
 // out) by exchange name. Hold ch.mu (the confirm tracker's mu and exMu
-// are taken after it).
+// are taken inside).
 func (ch *channel) statsLocked() (ChannelStats, map[string][2]uint64) {
+	out := ch.countersLocked()
+	ex := ch.exchangeSnapshot()
+	out.Publish = 0
+	for _, c := range ex {
+		out.Publish += c[0]
+	}
+	return out, ex
+}
+
+// countersLocked copies the channel's counters, with its publishes
+// summed over the exchanges without copying them by name (statsLocked).
+// Hold ch.mu.
+func (ch *channel) countersLocked() ChannelStats {
 	s := &ch.stats
 	out := ChannelStats{
 		Ack: s.ack.Load(), ReturnUnroutable: s.returnUnroutable.Load(),
 		DropUnroutable: s.dropUnroutable.Load(), GetEmpty: s.getEmpty.Load(),
 	}
-	ex := ch.exchangeSnapshot()
-	for _, c := range ex {
-		out.Publish += c[0]
+	s.exMu.Lock()
+	for _, c := range s.exchanges {
+		out.Publish += c.in.Load()
 	}
+	s.exMu.Unlock()
 	out.Deliver, out.DeliverNoAck, out.Get, out.GetNoAck, out.Redeliver = s.deliver, s.deliverNoAck, s.get, s.getNoAck, s.redeliver
 	ch.confirms.mu.Lock()
 	out.Confirm = ch.confirms.confirmed
 	ch.confirms.mu.Unlock()
-	return out, ex
+	return out
 }
 
 // unconfirmed is the number of publishes awaiting a confirm.
@@ -361,15 +374,17 @@ func (b *Broker) VHostStats() map[string]VHostStats {
 		s.Channels.add(ch.statsSnapshot())
 		out[ch.c.vhost.name] = s
 	}
-	for _, c := range b.Connections() {
-		if c.VHost == "" {
+	b.mu.Lock()
+	for c := range b.conns {
+		if c.vhostNm == "" {
 			continue
 		}
-		s := out[c.VHost]
-		s.RecvOct += c.RecvOct
-		s.SendOct += c.SendOct
-		out[c.VHost] = s
+		s := out[c.vhostNm]
+		s.RecvOct += c.rd.octets.recvOct.Load()
+		s.SendOct += c.rd.octets.sendOct.Load()
+		out[c.vhostNm] = s
 	}
+	b.mu.Unlock()
 	b.mgmt.mu.Lock()
 	for v, r := range b.mgmt.retiredOctets {
 		s := out[v]

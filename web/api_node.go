@@ -3,7 +3,6 @@ package web
 import (
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -179,7 +178,7 @@ type nodeStats struct {
 func (s *Server) readNodeStats() nodeStats {
 	ns := nodeStats{res: s.b.Resources(), procUsed: runtime.NumGoroutine()}
 	ns.fdUsed, ns.fdTotal = fileDescriptors()
-	ns.sockets = len(s.b.Connections())
+	ns.sockets = s.b.ConnectionCount()
 	// runtime/metrics, unlike runtime.ReadMemStats, does not stop the world.
 	samples := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(samples)
@@ -195,9 +194,7 @@ func (s *Server) readNodeStats() nodeStats {
 // fileDescriptors counts the process's open file descriptors and its
 // limit (Linux /proc; 0 where unknown).
 func fileDescriptors() (used, limit int) {
-	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
-		used = len(ents)
-	}
+	used = openFiles()
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
 		limit = int(min(rl.Cur, 1<<31-1))

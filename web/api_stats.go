@@ -61,6 +61,12 @@ func statsInto(it item, v view, vals *values, fs []statField, c rangeClass) item
 	return it
 }
 
+// channelMessageStats is a channel's message_stats object.
+func channelMessageStats(v view, st broker.ChannelStats) item {
+	vals := channelValues(st)
+	return messageStats(v, &vals, channelMsgFields)
+}
+
 // messageStats is a message_stats object.
 func messageStats(v view, vals *values, fs []statField) item {
 	return statsInto(make(item, 2*len(fs)), v, vals, fs, classMsg)
@@ -87,13 +93,13 @@ func queueStatsValues(v *values, s broker.MessageStats) {
 	v[fRedeliver] += float64(s.Redeliver)
 }
 
-func channelValues(s broker.ChannelStats) *values {
+func channelValues(s broker.ChannelStats) values {
 	var v values
 	channelStatsValues(&v, s)
 	v[fDeliverNoAck], v[fGetNoAck], v[fGetEmpty] = float64(s.DeliverNoAck), float64(s.GetNoAck), float64(s.GetEmpty)
 	v[fPublish], v[fDeliver], v[fGet], v[fAck], v[fRedeliver] = float64(s.Publish), float64(s.Deliver), float64(s.Get), float64(s.Ack), float64(s.Redeliver)
 	v[fDeliverGet] = float64(s.Deliver + s.DeliverNoAck + s.Get + s.GetNoAck)
-	return &v
+	return v
 }
 
 // channelStatsValues sets the counters only channels keep.
@@ -132,9 +138,14 @@ func vhostValues(qs []broker.QueueInfo, vs broker.VHostStats) *values {
 }
 
 func connectionValues(c broker.ConnectionInfo) *values {
-	var v values
-	v[fRecvOct], v[fSendOct] = float64(c.RecvOct), float64(c.SendOct)
+	v := octetValues(c.RecvOct, c.SendOct)
 	return &v
+}
+
+func octetValues(recv, send uint64) values {
+	var v values
+	v[fRecvOct], v[fSendOct] = float64(recv), float64(send)
+	return v
 }
 
 func exchangeValues(x broker.ExchangeInfo) *values {
@@ -143,47 +154,61 @@ func exchangeValues(x broker.ExchangeInfo) *values {
 	return &v
 }
 
-// channel keys are the channel's name; connections', exchanges' and
-// queues' their vhost and name.
-func queueKey(q broker.QueueInfo) seriesKey { return seriesKey{kindQueue, q.VHost, q.Name} }
+// channel keys are the channel's connection name and number;
+// connections' their name; exchanges' and queues' their vhost and name.
+func queueKey(q broker.QueueInfo) seriesKey {
+	return seriesKey{kind: kindQueue, vhost: q.VHost, name: q.Name}
+}
 func exchangeKey(x broker.ExchangeInfo) seriesKey {
-	return seriesKey{kindExchange, x.VHost, x.Name}
+	return seriesKey{kind: kindExchange, vhost: x.VHost, name: x.Name}
 }
 func connectionKey(name string) seriesKey { return seriesKey{kind: kindConnection, name: name} }
 func channelKey(c broker.ChannelInfo) seriesKey {
-	return seriesKey{kind: kindChannel, name: channelName(c.Connection, c.Number)}
+	return seriesKey{kind: kindChannel, name: c.Connection, num: c.Number}
 }
 func vhostKey(name string) seriesKey { return seriesKey{kind: kindVHost, name: name} }
 
 var overallKey = seriesKey{kind: kindOverall}
 
-// sample reads every object's values and records them (sampleLoop).
+// sample reads every object's values and records them (sampleLoop). The
+// broker is read before the tick takes the rates' lock; connections and
+// channels through the sampler's own listings, without the copies of the
+// API's.
 func (s *Server) sample(now time.Time) {
-	objs := make(map[seriesKey]*values)
-	objs[overallKey] = overviewValues(s.b.Overview(), s.b.ChannelTotals(), s.b.Churn())
-	objs[nodeKey] = nodeValues(s.readNodeStats())
+	overall := overviewValues(s.b.Overview(), s.b.ChannelTotals(), s.b.Churn())
+	node := nodeValues(s.readNodeStats())
 	qs, _ := s.b.Queues("")
 	byVHost := make(map[string][]broker.QueueInfo)
 	for _, q := range qs {
-		objs[queueKey(q)] = queueValues(q)
 		byVHost[q.VHost] = append(byVHost[q.VHost], q)
 	}
 	vstats := s.b.VHostStats()
-	for _, v := range s.b.VHosts() {
-		objs[vhostKey(v.Name)] = vhostValues(byVHost[v.Name], vstats[v.Name])
+	vhosts := s.b.VHosts()
+	xs, _ := s.b.Exchanges("")
+	conns := s.b.ConnectionsOctets()
+	chans := s.b.ChannelsCounters()
+
+	sp := s.rates.begin(now)
+	defer sp.end()
+	sp.put(overallKey, overall)
+	sp.put(nodeKey, node)
+	for _, q := range qs {
+		sp.put(queueKey(q), queueValues(q))
 	}
-	if xs, err := s.b.Exchanges(""); err == nil {
-		for _, x := range xs {
-			objs[exchangeKey(x)] = exchangeValues(x)
-		}
+	for _, v := range vhosts {
+		sp.put(vhostKey(v.Name), vhostValues(byVHost[v.Name], vstats[v.Name]))
 	}
-	for _, c := range s.b.Connections() {
-		objs[connectionKey(c.Name)] = connectionValues(c)
+	for _, x := range xs {
+		sp.put(exchangeKey(x), exchangeValues(x))
 	}
-	for _, c := range s.b.Channels() {
-		objs[channelKey(c)] = channelValues(c.Stats)
+	for _, c := range conns {
+		v := octetValues(c.RecvOct, c.SendOct)
+		sp.put(connectionKey(c.Name), &v)
 	}
-	s.rates.sample(now, objs)
+	for _, c := range chans {
+		v := channelValues(c.Stats)
+		sp.put(seriesKey{kind: kindChannel, name: c.Connection, num: c.Number}, &v)
+	}
 }
 
 var churnFields = []statField{

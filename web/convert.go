@@ -379,7 +379,7 @@ func (s *Server) channelJSON(c broker.ChannelInfo, rs ranges) item {
 		"transactional":             c.Transactional,
 		"messages_unconfirmed":      c.Unconfirmed,
 		"user_who_performed_action": c.User,
-		"message_stats":             messageStats(s.rates.view(channelKey(c), rs), channelValues(c.Stats), channelMsgFields),
+		"message_stats":             channelMessageStats(s.rates.view(channelKey(c), rs), c.Stats),
 	}
 }
 

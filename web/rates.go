@@ -3,6 +3,7 @@ package web
 import (
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -152,21 +153,109 @@ const (
 	kindChannel
 )
 
-// seriesKey names a sampled object.
+// seriesKey names a sampled object: a channel by its connection's name
+// and its number.
 type seriesKey struct {
 	kind        seriesKind
 	vhost, name string
+	num         uint16
 }
 
 // series is one object's samples.
 type series struct {
-	prev, last point
-	n          int // samples taken, up to 2
+	kind seriesKind
+	// t are the times of the last two samples (unix ms), the older first;
+	// vals their values of the kind's fields (kindFields), the older
+	// sample's first. A connection's series holds two fields, not all:
+	// thousands of connections and channels are sampled.
+	t    [2]int64
+	vals []float64
+	n    int    // samples taken, up to 2
+	gen  uint32 // of the last tick that put it
 	// fine is the history at the sample interval, coarse at one minute
 	// (nil when not kept).
 	fine, coarse *ring
 	// watched is when a request last asked for the history (unix ms).
 	watched int64
+}
+
+// kindFields are the fields sampled for objects of each kind (nil: all).
+// The values functions of api_stats.go set no others
+// (TestKindFieldsCoverValues).
+var kindFields = [...][]field{
+	kindQueue: {fPublish, fDeliver, fDeliverNoAck, fGet, fGetNoAck, fGetEmpty, fDeliverGet, fAck, fRedeliver,
+		fMessages, fReady, fUnacked},
+	kindExchange:   {fPublishIn, fPublishOut},
+	kindConnection: {fRecvOct, fSendOct},
+	kindChannel: {fConfirm, fReturnUnroutable, fDropUnroutable, fPublish, fDeliver, fDeliverNoAck, fGet, fGetNoAck,
+		fGetEmpty, fAck, fRedeliver, fDeliverGet},
+}
+
+// kindIndex is each kind's position of each field in its series' vals
+// (-1: not sampled).
+var kindIndex = func() (ix [len(kindFields)][nFields]int8) {
+	for k, fs := range kindFields {
+		if fs == nil {
+			for f := range nFields {
+				ix[k][f] = int8(f)
+			}
+			continue
+		}
+		for f := range nFields {
+			ix[k][f] = -1
+		}
+		for i, f := range fs {
+			ix[k][f] = int8(i)
+		}
+	}
+	return ix
+}()
+
+// width is the number of fields a series of kind k keeps.
+func width(k seriesKind) int {
+	if fs := kindFields[k]; fs != nil {
+		return len(fs)
+	}
+	return int(nFields)
+}
+
+// record makes v, taken at ms, the last sample and the last one the
+// previous.
+func (s *series) record(ms int64, v *values) {
+	w := width(s.kind)
+	if s.vals == nil {
+		s.vals = make([]float64, 2*w)
+	}
+	copy(s.vals[:w], s.vals[w:])
+	if fs := kindFields[s.kind]; fs != nil {
+		for i, f := range fs {
+			s.vals[w+i] = v[f]
+		}
+	} else {
+		copy(s.vals[w:], v[:])
+	}
+	s.t[0], s.t[1] = s.t[1], ms
+	if s.n < 2 {
+		s.n++
+	}
+}
+
+// at is the value of f in sample i (0: the previous, 1: the last).
+func (s *series) at(i int, f field) float64 {
+	j := kindIndex[s.kind][f]
+	if j < 0 || s.vals == nil {
+		return 0
+	}
+	return s.vals[i*width(s.kind)+int(j)]
+}
+
+// point is sample i (0: the previous, 1: the last) with every field.
+func (s *series) point(i int) point {
+	p := point{t: s.t[i]}
+	for f := range nFields {
+		p.v[f] = s.at(i, f)
+	}
+	return p
 }
 
 const (
@@ -190,54 +279,69 @@ type rates struct {
 	mu      sync.Mutex
 	objs    map[seriesKey]*series
 	watched int
+	gen     uint32 // of the last tick (sampling)
 }
 
 func newRates(interval time.Duration) *rates {
 	return &rates{interval: interval, objs: make(map[seriesKey]*series)}
 }
 
-// sample records one tick: the values of every object that exists now.
-// Objects not given are forgotten.
-func (r *rates) sample(now time.Time, objs map[seriesKey]*values) {
-	ms := now.UnixMilli()
+// sampling is one tick of the sampler: begin, put the values of every
+// object that exists now, end. It holds r.mu from begin to end.
+type sampling struct {
+	r   *rates
+	ms  int64
+	gen uint32
+}
+
+// begin starts a tick taken at now.
+func (r *rates) begin(now time.Time) *sampling {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, v := range objs {
-		s := r.objs[k]
-		if s == nil {
-			s = &series{}
-			r.objs[k] = s
-			switch k.kind {
-			case kindOverall, kindNode:
-				s.fine = newRing(r.fineLen(), r.interval/2)
-				s.coarse = newRing(int(coarseSpan/coarseStep)+1, coarseStep-r.interval/2)
-			case kindVHost:
-				s.fine = newRing(r.fineLen(), r.interval/2)
-			}
-		}
-		s.prev, s.last = s.last, point{t: ms, v: *v}
-		if s.n < 2 {
-			s.n++
-		}
-		if s.watched != 0 && ms-s.watched > watchFor.Milliseconds() {
-			s.watched, s.fine = 0, nil
-			r.watched--
-		}
-		if s.fine != nil {
-			s.fine.add(s.last)
-		}
-		if s.coarse != nil {
-			s.coarse.add(s.last)
+	r.gen++
+	return &sampling{r: r, ms: now.UnixMilli(), gen: r.gen}
+}
+
+// put records v as k's sample of the tick.
+func (sp *sampling) put(k seriesKey, v *values) {
+	r := sp.r
+	s := r.objs[k]
+	if s == nil {
+		s = &series{kind: k.kind}
+		r.objs[k] = s
+		switch k.kind {
+		case kindOverall, kindNode:
+			s.fine = newRing(r.fineLen(), r.interval/2)
+			s.coarse = newRing(int(coarseSpan/coarseStep)+1, coarseStep-r.interval/2)
+		case kindVHost:
+			s.fine = newRing(r.fineLen(), r.interval/2)
 		}
 	}
+	s.gen = sp.gen
+	s.record(sp.ms, v)
+	if s.watched != 0 && sp.ms-s.watched > watchFor.Milliseconds() {
+		s.watched, s.fine = 0, nil
+		r.watched--
+	}
+	if s.fine != nil {
+		s.fine.add(s.point(1))
+	}
+	if s.coarse != nil {
+		s.coarse.add(s.point(1))
+	}
+}
+
+// end forgets the objects the tick did not put, and releases r.mu.
+func (sp *sampling) end() {
+	r := sp.r
 	for k, s := range r.objs {
-		if _, ok := objs[k]; !ok {
+		if s.gen != sp.gen {
 			if s.watched != 0 {
 				r.watched--
 			}
 			delete(r.objs, k)
 		}
 	}
+	r.mu.Unlock()
 }
 
 func (r *rates) fineLen() int { return int(fineSpan/r.interval) + 1 }
@@ -312,15 +416,17 @@ func (r *rates) view(k seriesKey, rs ranges) view {
 		if s.watched == 0 && r.watched < maxWatched {
 			r.watched++
 			s.fine = newRing(r.fineLen(), r.interval/2)
-			s.fine.add(s.prev)
-			s.fine.add(s.last)
+			if s.n > 1 {
+				s.fine.add(s.point(0))
+			}
+			s.fine.add(s.point(1))
 			s.watched = now
 		} else if s.watched != 0 {
 			s.watched = now
 		}
 	}
 	// Copy the last samples: the sampler goes on meanwhile.
-	v := view{r: r, s: &series{prev: s.prev, last: s.last, n: s.n}, rs: rs, now: now}
+	v := view{r: r, s: &series{kind: s.kind, t: s.t, vals: slices.Clone(s.vals), n: s.n}, rs: rs, now: now}
 	if rs.any() {
 		v.live = s
 	}
@@ -332,11 +438,11 @@ func (v view) rate(f field) float64 {
 	if v.s == nil || v.s.n < 2 {
 		return 0
 	}
-	secs := float64(v.s.last.t-v.s.prev.t) / 1000
+	secs := float64(v.s.t[1]-v.s.t[0]) / 1000
 	if secs <= 0 {
 		return 0
 	}
-	d := v.s.last.v[f] - v.s.prev.v[f]
+	d := v.s.at(1, f) - v.s.at(0, f)
 	if d < 0 && isCounter(f) {
 		return 0
 	}
