@@ -472,7 +472,9 @@ func (b *Broker) applyDeleteQueue(c *defCmd) DefResult {
 // applyBind binds (opBind) or unbinds a queue, or an exchange when
 // c.ToExchange, to c.Source: the checks in RabbitMQ's order (source,
 // destination, exclusive access for c.Owner, arguments), then the store,
-// then memory.
+// then memory. As in RabbitMQ, unbinding is idempotent: a source,
+// destination or binding that does not exist is no error, and exclusive
+// access is checked only for a binding there is to remove.
 func (b *Broker) applyBind(c *defCmd) DefResult {
 	bind := c.Op == opBind
 	cls, mth := uint16(amqp.ClassQueue), uint16(20)
@@ -493,14 +495,21 @@ func (b *Broker) applyBind(c *defCmd) DefResult {
 	ex := v.exchanges[c.Source]
 	if ex == nil {
 		v.mu.RUnlock()
+		if !bind {
+			return DefResult{} // as RabbitMQ: unbinding what does not exist is done
+		}
 		return DefResult{err: notFoundExchange(c.Source, v.name, cls, mth)}
 	}
-	var durable bool
+	var durable, locked bool
+	var lockedName string
 	dest := exchange.Destination{Kind: exchange.DestQueue, Name: c.Dest}
 	if c.ToExchange {
 		d := v.exchanges[c.Dest]
 		if d == nil {
 			v.mu.RUnlock()
+			if !bind {
+				return DefResult{}
+			}
 			return DefResult{err: notFoundExchange(c.Dest, v.name, cls, mth)}
 		}
 		dest.Kind = exchange.DestExchange
@@ -509,17 +518,23 @@ func (b *Broker) applyBind(c *defCmd) DefResult {
 		qe := v.queues[c.Dest]
 		if qe == nil {
 			v.mu.RUnlock()
+			if !bind {
+				return DefResult{}
+			}
 			return DefResult{err: notFoundQueue(c.Dest, v.name, cls, mth)}
 		}
-		if qe.exclusive && qe.ownerID != c.Owner {
-			v.mu.RUnlock()
-			return DefResult{err: resourceLocked(qe.name, v.name, cls, mth)}
-		}
+		locked, lockedName = qe.exclusive && qe.ownerID != c.Owner, qe.name
 		durable = ex.durable && qe.durable
 	}
-	if err := validateBindArgs(ex, c.Key, args, bind, cls, mth); err != nil {
+	if locked && bind {
 		v.mu.RUnlock()
-		return DefResult{err: err}
+		return DefResult{err: resourceLocked(lockedName, v.name, cls, mth)}
+	}
+	if bind {
+		if err := validateBindArgs(ex, c.Key, args, bind, cls, mth); err != nil {
+			v.mu.RUnlock()
+			return DefResult{err: err}
+		}
 	}
 	bn := exchange.Binding{Destination: dest, Key: c.Key, Args: args}
 	k := newBindingKey(bn, c.Source)
@@ -552,6 +567,12 @@ func (b *Broker) applyBind(c *defCmd) DefResult {
 	if !ex.router.Has(bn) {
 		v.mu.RUnlock()
 		return DefResult{}
+	}
+	// RabbitMQ checks exclusive access to the queue only for a binding
+	// there is to remove.
+	if locked {
+		v.mu.RUnlock()
+		return DefResult{err: resourceLocked(lockedName, v.name, cls, mth)}
 	}
 	r := v.newRemoval()
 	r.unbind(ex, k)

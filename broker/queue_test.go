@@ -349,8 +349,56 @@ func TestQueueBindUnbind(t *testing.T) {
 	expectReason(t, expectCode(t, err, 404), "NOT_FOUND - no exchange 'nope' in vhost '/'")
 	err = open(t, c).QueueBind("nope", "k", "dx", false, nil)
 	expectReason(t, expectCode(t, err, 404), "NOT_FOUND - no queue 'nope' in vhost '/'")
-	err = open(t, c).QueueUnbind("nope", "k", "dx", nil)
-	expectCode(t, err, 404)
+	// Unbinding is idempotent, as in RabbitMQ (TestUnbindIsIdempotent).
+	if err := open(t, c).QueueUnbind("nope", "k", "dx", nil); err != nil {
+		t.Fatalf("unbinding a queue that does not exist: %v", err)
+	}
+}
+
+// TestUnbindIsIdempotent: as RabbitMQ 3.10 answers them, queue.unbind and
+// exchange.unbind succeed when the source, the destination or the binding
+// does not exist, and refuse another connection's exclusive queue only
+// for a binding there is to remove; binding still answers 404.
+func TestUnbindIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := brokertest.Start(t, nil)
+	c := dial(t, s)
+	ch := open(t, c)
+	qd, err := ch.QueueDeclare("", false, true, true, false, nil) // exclusive
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := qd.Name
+	noErr := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	noErr("queue from a missing exchange", open(t, c).QueueUnbind(q, "k", "nope", nil))
+	noErr("missing queue from a missing exchange", open(t, c).QueueUnbind("nope", "k", "nope2", nil))
+	noErr("missing exchange from amq.direct", open(t, c).ExchangeUnbind("nope", "k", "amq.direct", false, nil))
+	noErr("amq.direct from a missing exchange", open(t, c).ExchangeUnbind("amq.direct", "k", "nope", false, nil))
+	noErr("a binding that does not exist", open(t, c).ExchangeUnbind("amq.fanout", "k", "amq.direct", false, nil))
+	noErr("headers binding with a bad x-match", open(t, c).QueueUnbind(q, "", "amq.headers", amqp091.Table{"x-match": "bogus"}))
+	expectReason(t, expectCode(t, open(t, c).QueueUnbind(q, q, "", nil), 403),
+		"ACCESS_REFUSED - operation not permitted on the default exchange")
+
+	c2 := dial(t, s)
+	noErr("another connection's exclusive queue, no such binding",
+		open(t, c2).QueueUnbind(q, "zz", "amq.direct", nil))
+	bindQ(t, ch, q, "kk", "amq.direct", nil)
+	expectCode(t, open(t, c2).QueueUnbind(q, "kk", "amq.direct", nil), 405)
+	if got := routesTo(t, ch, "amq.direct", "kk", nil, q); !got[0] {
+		t.Fatal("the refused unbind removed the binding")
+	}
+
+	expectReason(t, expectCode(t, open(t, c).ExchangeBind("nope", "k", "amq.direct", false, nil), 404),
+		"NOT_FOUND - no exchange 'nope' in vhost '/'")
+	expectReason(t, expectCode(t, open(t, c).ExchangeBind("amq.direct", "k", "nope", false, nil), 404),
+		"NOT_FOUND - no exchange 'nope' in vhost '/'")
+	expectReason(t, expectCode(t, open(t, c).QueueBind("nope", "k", "nope2", false, nil), 404),
+		"NOT_FOUND - no exchange 'nope2' in vhost '/'")
 }
 
 func TestQueuePurge(t *testing.T) {
