@@ -80,6 +80,10 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		if qe.home != nil {
 			return ch.remoteDeclareOk(m.NoWait, qe)
 		}
+		// As in RabbitMQ, whose passive declare reads the queue's stats
+		// through the queue process, which restarts its expiry timer: a
+		// passive declare is a use for x-expires too.
+		qe.touch()
 		ch.declareOk(m.NoWait, qe)
 		return nil
 	}

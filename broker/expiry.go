@@ -259,8 +259,8 @@ func (qe *queueEntity) tickLocked(now int64) (dead, expired bool) {
 }
 
 // x-expires. Whether a queue has gone unused for its x-expires
-// (queue.Config.Expires) is the state machine's to decide: a redeclare, a
-// consume, a basic.get and the last consumer leaving are uses (OpTouch,
+// (queue.Config.Expires) is the state machine's to decide: a redeclare
+// (passive too), a consume, a basic.get and the last consumer leaving are uses (OpTouch,
 // OpAttach, OpDetach, OpGet), a tick that finds consumers is one too, and
 // the tick at which it has been unused long enough reports EffExpired.
 // The broker only issues the ticks — the unused timer fires at
@@ -268,8 +268,8 @@ func (qe *queueEntity) tickLocked(now int64) (dead, expired bool) {
 // carries the effect out: the queue is deleted through the definitions
 // log (expireQueue), as an AMQP queue.delete is.
 
-// touch records a use of the queue for x-expires: a redeclare, a
-// consume, a basic.get, the last consumer leaving.
+// touch records a use of the queue for x-expires: a redeclare (passive
+// too), a consume, a basic.get, the last consumer leaving.
 func (qe *queueEntity) touch() {
 	qe.mu.Lock()
 	qe.touchLocked()

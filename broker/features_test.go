@@ -383,6 +383,28 @@ func TestQueueExpires(t *testing.T) {
 	expectCode(t, err, 404)
 }
 
+// TestQueueExpiresPassiveDeclare: a passive queue.declare is a use for
+// x-expires, as in RabbitMQ (whose queue restarts its expiry timer when
+// asked for its stats); a purge is not.
+func TestQueueExpiresPassiveDeclare(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	ch := open(t, dial(t, s))
+	_, err := ch.QueueDeclare("exp.p", false, false, false, false, amqp091.Table{"x-expires": int32(600000)})
+	mustOK(t, err)
+	_, at1, _ := s.Broker.QueueExpiry("/", "exp.p")
+	time.Sleep(30 * time.Millisecond)
+	_, err = ch.QueuePurge("exp.p", false)
+	mustOK(t, err)
+	if _, at, _ := s.Broker.QueueExpiry("/", "exp.p"); at != at1 {
+		t.Fatalf("a purge moved the expiry from %d to %d", at1, at)
+	}
+	_, err = ch.QueueDeclarePassive("exp.p", false, false, false, false, nil)
+	mustOK(t, err)
+	if _, at2, _ := s.Broker.QueueExpiry("/", "exp.p"); at2 < at1+30 {
+		t.Fatalf("after a passive declare 30 ms later: expires at %d, want at least %d", at2, at1+30)
+	}
+}
+
 // TestQueueExpiresInStateMachine: x-expires, from the declare or a
 // policy (the lower wins), is the queue state machine's: it knows when the
 // queue expires unused, and that consumers keep it in use.
