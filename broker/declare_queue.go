@@ -112,6 +112,9 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	qe := v.queues[name]
 	v.mu.RUnlock()
 	if qe == nil {
+		if err := checkLocatorArgs(name, v.name, m.Arguments); err != nil {
+			return err
+		}
 		args, err := encodeArgs(m.Arguments)
 		if err != nil {
 			return storeError("queue", err, cls, mth)

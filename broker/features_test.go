@@ -118,9 +118,14 @@ func TestQueueArgsInvalid(t *testing.T) {
 		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int32(0)}, "invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': {value_zero,0}"},
 		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": int64(-3)}, "invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': {value_negative,-3}"},
 		{amqp091.Table{"x-queue-type": "quorum", "x-quorum-initial-group-size": "3"}, `invalid arg 'x-quorum-initial-group-size' for queue 'q' in vhost '/': "expected integer, got longstr"`},
+		{amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": "nope"}, "invalid arg 'x-queue-leader-locator' for queue 'q' in vhost '/': invalid_queue_locator_arg"},
+		{amqp091.Table{"x-queue-type": "quorum", "x-queue-leader-locator": int32(1)}, "invalid arg 'x-queue-leader-locator' for queue 'q' in vhost '/': {unacceptable_type,signedint}"},
+		{amqp091.Table{"x-queue-type": "stream", "x-queue-leader-locator": "min-masters"}, "invalid arg 'x-queue-leader-locator' for queue 'q' in vhost '/': invalid_queue_locator_arg"},
+		{amqp091.Table{"x-queue-master-locator": "balanced"}, "invalid arg 'x-queue-master-locator' for queue 'q' in vhost '/': invalid_queue_locator_arg"},
 	} {
 		ch := open(t, c)
-		durable := tc.args["x-quorum-initial-group-size"] != nil // past the quorum queue's durability check
+		// past the quorum queue's and stream's durability check
+		durable := tc.args["x-quorum-initial-group-size"] != nil || tc.args["x-queue-leader-locator"] != nil
 		_, err := ch.QueueDeclare("q", durable, false, false, false, tc.args)
 		expectReason(t, expectCode(t, err, 406), "PRECONDITION_FAILED - "+tc.text)
 	}
@@ -130,6 +135,7 @@ func TestQueueArgsInvalid(t *testing.T) {
 		"x-max-length": int32(10), "x-max-length-bytes": int64(1000), "x-overflow": "reject-publish-dlx",
 		"x-max-priority": int32(5), "x-single-active-consumer": true, "x-dead-letter-exchange": "dlx",
 		"x-dead-letter-routing-key": "k", "x-delivery-limit": int32(3), "x-custom": "kept", "x-queue-mode": "lazy",
+		"x-queue-leader-locator": "balanced", "x-queue-master-locator": "min-masters",
 	}
 	_, err := ch.QueueDeclare("q", false, false, false, false, args)
 	mustOK(t, err)

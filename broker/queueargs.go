@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -344,4 +345,48 @@ func (v *vhost) recoveredSettings(name string, args amqp.Table) queueSettings {
 		s = queueSettings{cfg: queue.DefaultConfig()}
 	}
 	return v.withPolicies(name, args, s)
+}
+
+// The queue locators RabbitMQ knows: x-queue-leader-locator's (quorum
+// queues and streams, and classic queues since 3.12) and the classic
+// queues' older x-queue-master-locator's.
+var (
+	leaderLocators = []string{"client-local", "balanced", "random", "least-leaders"}
+	masterLocators = []string{"client-local", "min-masters", "random"}
+)
+
+// checkLocatorArgs refuses, as RabbitMQ does, a queue locator argument of
+// a queue about to be declared that names no locator it knows. It is
+// checked before the declaration is proposed, not in parseQueueArgs: a
+// queue declared before Warren checked them (in a data dir, or in a
+// definitions log a node replays) keeps its other arguments.
+func checkLocatorArgs(name, vhost string, args amqp.Table) error {
+	for _, a := range []struct {
+		key   string
+		known []string
+	}{{"x-queue-leader-locator", leaderLocators}, {"x-queue-master-locator", masterLocators}} {
+		v, ok := args[a.key]
+		if !ok || a.key == "x-queue-master-locator" && args["x-queue-type"] != nil && args["x-queue-type"] != "classic" {
+			continue // quorum queues and streams refuse it in parseQueueArgs
+		}
+		if why := locatorArg(v, a.known); why != "" {
+			return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,
+				"invalid arg '%s' for queue '%s' in vhost '%s': %s", a.key, name, vhost, why)
+		}
+	}
+	return nil
+}
+
+// locatorArg checks a queue locator argument as RabbitMQ does: a string
+// among known. It returns the reason of a 406 ("" when the value is
+// good).
+func locatorArg(v any, known []string) string {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Sprintf("{unacceptable_type,%s}", amqp.TypeName(v))
+	}
+	if slices.Contains(known, s) {
+		return ""
+	}
+	return "invalid_queue_locator_arg"
 }
