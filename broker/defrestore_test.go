@@ -75,7 +75,8 @@ func publishN(t *testing.T, ch *amqp091.Channel, queue string, n int) {
 }
 
 // queueCount is a queue's ready count through a passive declare on a new
-// channel of s, or -1 when the queue does not exist.
+// channel of s, -1 when the queue does not exist, -2 when it is another
+// connection's exclusive queue.
 func queueCount(t *testing.T, s *brokertest.Server, name string) int {
 	t.Helper()
 	c, err := amqp091.Dial(s.URL)
@@ -91,6 +92,9 @@ func queueCount(t *testing.T, s *brokertest.Server, name string) int {
 	var ae *amqp091.Error
 	if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
 		return -1
+	}
+	if errors.As(err, &ae) && ae.Code == amqp091.ResourceLocked {
+		return -2 // there, exclusive to another connection (count unknown)
 	}
 	if err != nil {
 		t.Fatal(err)
