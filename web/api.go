@@ -370,11 +370,27 @@ func (s *Server) brokerError(w http.ResponseWriter, err error) {
 			s.log.Error("management request failed", zap.Error(err))
 			writeError(w, http.StatusInternalServerError, "internal_error", ae.Text)
 		default:
-			badRequest(w, ae.Text)
+			badRequest(w, bareReason(ae.Text))
 		}
 	default:
 		badRequest(w, err.Error())
 	}
+}
+
+// bareReason is an AMQP reply text without its leading reply name
+// ("PRECONDITION_FAILED - "): RabbitMQ's API gives the rest as a 400's
+// reason.
+func bareReason(text string) string {
+	i := strings.Index(text, " - ")
+	if i <= 0 {
+		return text
+	}
+	for _, c := range text[:i] {
+		if (c < 'A' || c > 'Z') && c != '_' {
+			return text
+		}
+	}
+	return text[i+3:]
 }
 
 // decodeBody decodes a JSON request body into v, numbers as json.Number.

@@ -131,8 +131,8 @@ func (s *Server) getUser(w http.ResponseWriter, r *http.Request, p *principal) {
 }
 
 // putUser creates or updates a user: password, or password_hash (base64,
-// "" for no password login) with hashing_algorithm; tags as a list or a
-// comma-separated string.
+// "" or absent for no password login) with hashing_algorithm; tags as a
+// list or a comma-separated string.
 func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p *principal) {
 	name := pathValue(r, "user")
 	var body map[string]any
@@ -163,10 +163,10 @@ func (s *Server) applyUser(name string, body map[string]any) error {
 	if pw, ok := body["password"].(string); ok {
 		err = s.b.PutUser(name, pw, tags)
 	} else {
-		hashStr, ok := body["password_hash"].(string)
-		if !ok {
-			return errors.New("password or password_hash must be set")
-		}
+		// Neither password nor password_hash: as in RabbitMQ, a user who
+		// cannot log in with a password (EXTERNAL, with a client
+		// certificate, can), or an existing user's password cleared.
+		hashStr, _ := body["password_hash"].(string)
 		hash, derr := base64.StdEncoding.DecodeString(hashStr)
 		if derr != nil {
 			return errors.New("password_hash is not valid base64")

@@ -62,8 +62,7 @@ func (s *Server) putExchange(w http.ResponseWriter, r *http.Request, p *principa
 	}
 	kind, _ := body["type"].(string)
 	if kind == "" {
-		badRequest(w, "exchange type is required")
-		return
+		kind = "direct" // as RabbitMQ declares an exchange given no type
 	}
 	args, err := tableFromJSON(body["arguments"])
 	if err != nil {
