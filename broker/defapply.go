@@ -80,6 +80,8 @@ func (b *Broker) applyLocked(c *defCmd) (DefResult, func()) {
 		return b.applyDeleteGlobal(c), nil
 	case opSetUserLimits, opClearUserLimits:
 		return b.applyUserLimits(c), nil
+	case opSetVHostLimits, opClearVHostLimits:
+		return b.applyVHostLimits(c), nil
 	}
 	return DefResult{err: fmt.Errorf("broker: unknown definition command %s", c.Op)}, nil
 }

@@ -45,13 +45,16 @@ const (
 	opDeleteGlobal
 	opSetUserLimits
 	opClearUserLimits
+	opSetVHostLimits
+	opClearVHostLimits
 	opEnd
 )
 
 var defOpNames = [...]string{"", "add-vhost", "delete-vhost", "declare-exchange", "delete-exchange",
 	"declare-queue", "delete-queue", "bind", "unbind", "put-user", "delete-user", "set-permissions",
 	"clear-permissions", "set-topic-permissions", "clear-topic-permissions", "set-policy", "clear-policy",
-	"set-global-parameter", "delete-global-parameter", "set-user-limits", "clear-user-limits"}
+	"set-global-parameter", "delete-global-parameter", "set-user-limits", "clear-user-limits",
+	"set-vhost-limits", "clear-vhost-limits"}
 
 func (o defOp) String() string {
 	if o > 0 && o < opEnd {

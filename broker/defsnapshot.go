@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -48,8 +49,9 @@ type snapUser struct {
 }
 
 type snapVHost struct {
-	Name string `json:"name"`
-	ID   uint64 `json:"warren_id"`
+	Name   string           `json:"name"`
+	Limits map[string]int64 `json:"warren_limits,omitempty"`
+	ID     uint64           `json:"warren_id"`
 }
 
 type snapPermission struct {
@@ -155,12 +157,14 @@ func (b *Broker) SnapshotDefinitions() ([]byte, error) {
 		s.GlobalParameters = append(s.GlobalParameters, snapGlobal{Name: name, Value: g.value, ID: g.storeID})
 	}
 	vhosts := make([]*vhost, 0, len(b.vhosts))
+	limits := make(map[*vhost]map[string]int64, len(b.vhosts))
 	for _, v := range b.vhosts {
 		vhosts = append(vhosts, v)
+		limits[v] = maps.Clone(v.limits)
 	}
 	b.mu.Unlock()
 	for _, v := range vhosts {
-		s.VHosts = append(s.VHosts, snapVHost{Name: v.name, ID: v.storeID})
+		s.VHosts = append(s.VHosts, snapVHost{Name: v.name, ID: v.storeID, Limits: limits[v]})
 		if err := v.snapshotInto(&s); err != nil {
 			return nil, err
 		}
@@ -283,7 +287,7 @@ func (b *Broker) restoreDefinitions(snap []byte, index uint64, dels []store.DefR
 		}
 	}
 	for _, x := range s.VHosts {
-		defs.VHosts = append(defs.VHosts, store.VHost{ID: x.ID, Name: x.Name})
+		defs.VHosts = append(defs.VHosts, store.VHost{ID: x.ID, Name: x.Name, Limits: nilIfEmpty(x.Limits)})
 	}
 	for _, x := range s.Users {
 		defs.Users = append(defs.Users, store.User{ID: x.ID, Name: x.Name, PasswordHash: x.PasswordHash,

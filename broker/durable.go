@@ -129,6 +129,7 @@ func (b *Broker) installDefinitionsLocked(defs *store.Definitions, lastIDs map[s
 	for _, v := range defs.VHosts {
 		vh := newVHost(b, v.Name)
 		vh.storeID = v.ID
+		vh.setLimitsLocked(v.Limits)
 		b.vhosts[v.Name] = vh
 	}
 	b.recoverPolicies(defs.Policies)

@@ -22,7 +22,8 @@ func (b *Broker) admitConn(c *conn, vhostName, username string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	userMax := userLimit(b.users[username], UserLimitMaxConnections)
-	if cfg.MaxConnections > 0 || cfg.MaxConnectionsPerVHost > 0 || cfg.MaxConnectionsPerUser > 0 || userMax >= 0 {
+	vhostMax := vhostLimit(b.vhosts[vhostName], VHostLimitMaxConnections)
+	if cfg.MaxConnections > 0 || cfg.MaxConnectionsPerVHost > 0 || cfg.MaxConnectionsPerUser > 0 || userMax >= 0 || vhostMax >= 0 {
 		var all, inVHost, ofUser int
 		for o := range b.conns {
 			if o.vhostNm == "" {
@@ -44,6 +45,10 @@ func (b *Broker) admitConn(c *conn, vhostName, username string) error {
 			return amqp.Errorf(amqp.NotAllowed, cls, mth,
 				"access to vhost '%s' refused for user '%s': connection limit (%d) is reached",
 				vhostName, username, cfg.MaxConnectionsPerVHost)
+		case vhostMax >= 0 && int64(inVHost) >= vhostMax:
+			return amqp.Errorf(amqp.NotAllowed, cls, mth,
+				"access to vhost '%s' refused for user '%s': connection limit (%d) is reached",
+				vhostName, username, vhostMax)
 		case cfg.MaxConnectionsPerUser > 0 && ofUser >= cfg.MaxConnectionsPerUser:
 			return amqp.Errorf(amqp.NotAllowed, cls, mth,
 				"Connection refused for user '%s': user connection limit (%d) is reached",
@@ -60,10 +65,17 @@ func (b *Broker) admitConn(c *conn, vhostName, username string) error {
 }
 
 // queueLimitLocked refuses a new queue with 406 PRECONDITION_FAILED when
-// the vhost has Config.MaxQueuesPerVHost queues. Hold v.mu.
+// the vhost has Config.MaxQueuesPerVHost queues, or its own max-queues.
+// Hold v.mu.
 func (v *vhost) queueLimitLocked(name string) error {
-	limit := v.b.cfg.MaxQueuesPerVHost
-	if limit <= 0 || len(v.queues) < limit {
+	limit := int64(v.b.cfg.MaxQueuesPerVHost)
+	if limit <= 0 {
+		limit = -1
+	}
+	if own := v.maxQueues.Load(); own >= 0 && (limit < 0 || own < limit) {
+		limit = own // the vhost's own max-queues (vhostlimits.go)
+	}
+	if limit < 0 || int64(len(v.queues)) < limit {
 		return nil
 	}
 	return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassQueue, 10,

@@ -25,6 +25,11 @@ type vhost struct {
 	queues    map[string]*queueEntity
 	// policies are the vhost's policies (policy.go).
 	policies policySet
+
+	// limits are the vhost's limits (vhostlimits.go; Broker.mu), and
+	// maxQueues their max-queues (-1: none), read when a queue is declared.
+	limits    map[string]int64
+	maxQueues atomic.Int64
 }
 
 // exchangeEntity is a declared exchange.
@@ -197,6 +202,7 @@ func newVHost(b *Broker, name string) *vhost {
 		exchanges:  make(map[string]*exchangeEntity),
 		queues:     make(map[string]*queueEntity),
 	}
+	v.maxQueues.Store(-1)
 	v.exchanges[""] = &exchangeEntity{name: "", kind: exchange.Direct, durable: true, router: exchange.NewRouter(exchange.Direct)}
 	for _, d := range []struct {
 		name string

@@ -48,6 +48,8 @@ func (s *Server) policyRoutes(h func(string, level, handlerFunc)) {
 	h("DELETE /api/global-parameters/{name}", levelAdmin, s.deleteGlobalParameter)
 	h("GET /api/vhost-limits", levelManagement, s.getVHostLimits)
 	h("GET /api/vhost-limits/{vhost}", levelManagement, s.getVHostLimits)
+	h("PUT /api/vhost-limits/{vhost}/{name}", levelAdmin, s.putVHostLimit)
+	h("DELETE /api/vhost-limits/{vhost}/{name}", levelAdmin, s.deleteVHostLimit)
 }
 
 // policyAccess reports whether p may see and change the (operator)
@@ -350,9 +352,9 @@ func (s *Server) deleteGlobalParameter(w http.ResponseWriter, r *http.Request, p
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// getVHostLimits lists the vhosts' limits. Warren's limits are the same
-// for every vhost (the broker's per-vhost configuration), so each visible
-// vhost is listed with them, or none when there are none.
+// getVHostLimits lists the vhosts' limits: the node's per-vhost limits
+// (the same for every vhost), overridden by each vhost's own
+// (api_vhost_limits.go); vhosts with none are left out.
 func (s *Server) getVHostLimits(w http.ResponseWriter, r *http.Request, p *principal) {
 	vhosts := []string{}
 	if pathValue(r, "vhost") != "" {
@@ -369,17 +371,9 @@ func (s *Server) getVHostLimits(w http.ResponseWriter, r *http.Request, p *princ
 			}
 		}
 	}
-	maxConns, maxQueues := s.b.VHostLimits()
-	value := item{}
-	if maxConns > 0 {
-		value["max-connections"] = maxConns
-	}
-	if maxQueues > 0 {
-		value["max-queues"] = maxQueues
-	}
 	items := []item{}
-	if len(value) > 0 {
-		for _, v := range vhosts {
+	for _, v := range vhosts {
+		if value := s.vhostLimitsValue(v); len(value) > 0 {
 			items = append(items, item{"vhost": v, "value": value})
 		}
 	}

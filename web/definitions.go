@@ -93,6 +93,13 @@ func (s *Server) exportDefinitions(vhost string) (item, error) {
 		}
 	}
 	defs["policies"] = policies
+	params := s.vhostLimitsParameters(func(v string) bool { return whole || v == vhost })
+	if !whole {
+		for _, pm := range params {
+			delete(pm, "vhost")
+		}
+	}
+	defs["parameters"] = params
 	qs, err := s.b.Queues(vhost)
 	if err != nil {
 		return nil, err
@@ -208,7 +215,7 @@ func str(m map[string]any, k string) string {
 // exchanges, queues, then bindings. With vhost set every object goes to
 // that vhost and users, vhosts, permissions and global parameters are
 // ignored. Runtime parameters are refused, as by a RabbitMQ without the
-// plugin of their component (Warren has none). Existing equivalent objects are left alone; it
+// plugin of their component, except vhost-limits (the vhosts' limits). Existing equivalent objects are left alone; it
 // stops at the first error.
 func (s *Server) importDefinitions(d *definitions, vhost string) error {
 	objVHost := func(m map[string]any) string {
@@ -249,9 +256,13 @@ func (s *Server) importDefinitions(d *definitions, vhost string) error {
 			}
 		}
 	}
-	if len(d.Parameters) > 0 {
-		pm := d.Parameters[0]
-		return fmt.Errorf("parameter %q: %s", str(pm, "name"), parameterRefusal(str(pm, "component")))
+	for _, pm := range d.Parameters {
+		if str(pm, "component") != "vhost-limits" {
+			return fmt.Errorf("parameter %q: %s", str(pm, "name"), parameterRefusal(str(pm, "component")))
+		}
+		if err := s.importVHostLimits(objVHost(pm), pm); err != nil {
+			return err
+		}
 	}
 	for _, pol := range d.Policies {
 		if err := s.applyPolicy(objVHost(pol), str(pol, "name"), pol, false); err != nil {

@@ -121,3 +121,93 @@ func listUserLimitsCommand() *cli.Command {
 		},
 	}
 }
+
+// Vhost limits, as rabbitmqctl's set_vhost_limits, clear_vhost_limits and
+// list_vhost_limits (-p VHOST), over /api/vhost-limits.
+
+func vhostLimitsPath(vhost string) string { return "/api/vhost-limits/" + url.PathEscape(vhost) }
+
+// setVHostLimitsCommand is set_vhost_limits [-p VHOST] DEFINITION: the
+// limits given (e.g. {"max-connections": 10, "max-queues": 100}) are set,
+// the others kept.
+func setVHostLimitsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "set_vhost_limits", Usage: "set a vhost's limits (max-connections, max-queues; negative = none)",
+		ArgsUsage: "DEFINITION", Flags: ctlFlags(vhostFlag),
+		Action: func(cc *cli.Context) error {
+			if cc.NArg() != 1 {
+				return errors.New("want one argument: DEFINITION")
+			}
+			var limits map[string]json.Number
+			if err := parseJSONArg("DEFINITION (a JSON object of integers)", []byte(cc.Args().First()), &limits); err != nil {
+				return err
+			}
+			if len(limits) == 0 {
+				return errors.New("DEFINITION sets no limit")
+			}
+			for _, name := range slices.Sorted(maps.Keys(limits)) {
+				if err := ctlDo(cc, "PUT", vhostLimitsPath(cc.String("vhost"))+"/"+url.PathEscape(name),
+					map[string]json.Number{"value": limits[name]}, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// clearVHostLimitsCommand is clear_vhost_limits [-p VHOST]: every limit of
+// the vhost is cleared, as rabbitmqctl's.
+func clearVHostLimitsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "clear_vhost_limits", Usage: "clear a vhost's limits", Flags: ctlFlags(vhostFlag),
+		Action: func(cc *cli.Context) error {
+			if cc.NArg() != 0 {
+				return errors.New("want no argument")
+			}
+			for _, n := range []string{"max-connections", "max-queues"} {
+				if err := ctlDo(cc, "DELETE", vhostLimitsPath(cc.String("vhost"))+"/"+n, nil, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// listVHostLimitsCommand is list_vhost_limits [-p VHOST] [--global]: the
+// vhost's limits as a JSON object, or every vhost with limits as a table.
+func listVHostLimitsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "list_vhost_limits", Usage: "list vhosts' limits",
+		Flags: ctlFlags(vhostFlag, &cli.BoolFlag{Name: "global", Usage: "every vhost's limits"}),
+		Action: func(cc *cli.Context) error {
+			var ls []map[string]any
+			if !cc.Bool("global") {
+				if err := ctlDo(cc, "GET", vhostLimitsPath(cc.String("vhost")), nil, &ls); err != nil {
+					return err
+				}
+				limits := map[string]any{}
+				for _, l := range ls {
+					if v, ok := l["value"].(map[string]any); ok {
+						limits = v
+					}
+				}
+				b, err := json.Marshal(limits)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cc.App.Writer, "%s\n", b)
+				return err
+			}
+			if err := ctlDo(cc, "GET", "/api/vhost-limits", nil, &ls); err != nil {
+				return err
+			}
+			items := make([]map[string]any, len(ls))
+			for i, l := range ls {
+				items[i] = map[string]any{"vhost": l["vhost"], "limits": l["value"]}
+			}
+			return printList(cc, items, []string{"vhost", "limits"})
+		},
+	}
+}

@@ -55,3 +55,28 @@ func TestCtlUserLimits(t *testing.T) {
 		t.Errorf("clearing a missing user's limits: %v", err)
 	}
 }
+
+// TestCtlVHostLimits runs set_vhost_limits, list_vhost_limits and
+// clear_vhost_limits as rabbitmqctl's.
+func TestCtlVHostLimits(t *testing.T) {
+	e := newCtlEnv(t)
+	e.must("add_vhost", "lv")
+	e.must("set_vhost_limits", "-p", "lv", `{"max-connections": 10, "max-queues": 20}`)
+	e.must("set_vhost_limits", "-p", "lv", `{"max-queues": -1}`)
+	if out := e.must("list_vhost_limits", "-p", "lv"); out != `{"max-connections":10,"max-queues":-1}`+"\n" {
+		t.Errorf("list_vhost_limits -p lv: %q", out)
+	}
+	if got, _ := e.bs.VHostLimitsOf("lv"); !maps.Equal(got, map[string]int64{"max-connections": 10, "max-queues": -1}) {
+		t.Errorf("limits on the broker: %v", got)
+	}
+	if out := e.must("list_vhost_limits", "--global"); !strings.Contains(out, `lv     {"max-connections":10,"max-queues":-1}`) {
+		t.Errorf("list_vhost_limits --global:\n%s", out)
+	}
+	if _, err := e.run("", "set_vhost_limits", "-p", "lv", `{"max-channels": 1}`); err == nil || !strings.Contains(err.Error(), "unrecognised terms") {
+		t.Errorf("unknown limit: %v", err)
+	}
+	e.must("clear_vhost_limits", "-p", "lv")
+	if got, _ := e.bs.VHostLimitsOf("lv"); got != nil {
+		t.Errorf("limits after clear_vhost_limits: %v", got)
+	}
+}
