@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -764,5 +765,41 @@ func TestDirectReplyTo(t *testing.T) {
 	mustOK(t, err)
 	if len(qs) != 1 {
 		t.Fatalf("queues %v", qs)
+	}
+}
+
+// TestPolicyRabbitMQ3Keys: a policy with the keys RabbitMQ 3.x knows that
+// change nothing in Warren (classic queue mirroring, queue mode and
+// version, master locator, quorum in-memory limits) applies, so that
+// RabbitMQ's policies and definitions exports do; their values are
+// checked, and keys nobody knows are still refused.
+func TestPolicyRabbitMQ3Keys(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	mustOK(t, s.SetPolicy("/", "ha", `^ha\.`, "queues", 0, map[string]any{
+		"ha-mode": "exactly", "ha-params": 2.0, "ha-sync-mode": "automatic", "ha-sync-batch-size": 100.0,
+		"ha-promote-on-shutdown": "when-synced", "ha-promote-on-failure": "always",
+		"queue-mode": "lazy", "queue-version": 2.0, "queue-master-locator": "min-masters",
+		"max-in-memory-length": 10.0, "max-length": 5.0,
+	}, false))
+	ch := open(t, dial(t, s))
+	_, err := ch.QueueDeclare("ha.q", true, false, false, false, nil)
+	mustOK(t, err)
+	for i := 0; i < 7; i++ {
+		mustOK(t, ch.PublishWithContext(context.Background(), "", "ha.q", false, false, amqp091.Publishing{Body: []byte("m")}))
+	}
+	waitFor(t, "max-length 5 from the policy applied", func() bool {
+		q, err := s.Queue("/", "ha.q")
+		return err == nil && q.Ready == 5
+	})
+	for _, def := range []map[string]any{
+		{"ha-mode": "everywhere"},
+		{"queue-mode": "eager"},
+		{"ha-sync-batch-size": 0.0},
+		{"queue-master-locator": "balanced"},
+		{"federation-upstream-set": "all"},
+	} {
+		if err := s.SetPolicy("/", "bad", ".*", "queues", 0, def, false); !errors.Is(err, broker.ErrInvalidPolicy) {
+			t.Errorf("policy %v: %v, want refused", def, err)
+		}
 	}
 }

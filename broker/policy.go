@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,6 +53,18 @@ var (
 		"dead-letter-exchange": "string", "dead-letter-routing-key": "string", "alternate-exchange": "string",
 		"max-age": "maxage", "stream-max-segment-size-bytes": "nonneg",
 		"queue-leader-locator": "string", "dead-letter-strategy": "dlstrategy",
+		// Keys RabbitMQ 3.x knows that change nothing here, accepted so
+		// that its policies and definitions exports apply: a classic
+		// queue's mode, version and master locator (Warren pages any
+		// queue and places it by queue-leader-locator), quorum queues'
+		// in-memory limits, and classic queue mirroring (Warren mirrors no
+		// classic queue: quorum queues replicate; SetPolicy logs a warning).
+		"queue-mode": "enum:default,lazy", "queue-version": "enum:1,2",
+		"queue-master-locator": "enum:client-local,min-masters,random",
+		"max-in-memory-length": "nonneg", "max-in-memory-bytes": "nonneg",
+		"ha-mode": "enum:all,exactly,nodes", "ha-params": "any", "ha-sync-mode": "enum:manual,automatic",
+		"ha-sync-batch-size": "pos", "ha-promote-on-shutdown": "enum:always,when-synced",
+		"ha-promote-on-failure": "enum:always,when-synced",
 	}
 	operatorKeys = map[string]bool{
 		"message-ttl": true, "expires": true, "max-length": true, "max-length-bytes": true, "delivery-limit": true,
@@ -83,7 +96,14 @@ func validatePolicy(def map[string]any, operator bool) error {
 			unknown = append(unknown, k)
 			continue
 		}
+		if values, ok := strings.CutPrefix(kind, "enum:"); ok {
+			if !slices.Contains(strings.Split(values, ","), fmt.Sprint(v)) {
+				return fmt.Errorf("%w: %s: %v is not one of %s", ErrInvalidPolicy, k, v, strings.ReplaceAll(values, ",", ", "))
+			}
+			continue
+		}
 		switch kind {
+		case "any":
 		case "string":
 			if _, ok := v.(string); !ok {
 				return fmt.Errorf("%w: %s must be a string", ErrInvalidPolicy, k)
@@ -151,6 +171,10 @@ func (b *Broker) SetPolicy(vhostName, name, pattern, applyTo string, priority in
 	}
 	if err := validatePolicy(definition, operator); err != nil {
 		return err
+	}
+	if _, ok := definition["ha-mode"]; ok {
+		b.log.Warn("policy sets ha-mode: Warren does not mirror classic queues, the ha-* keys are accepted and have no effect; declare quorum queues (x-queue-type quorum) to replicate",
+			zap.String("vhost", vhostName), zap.String("policy", name))
 	}
 	def, err := json.Marshal(definition)
 	if err != nil {

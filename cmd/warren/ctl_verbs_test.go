@@ -96,6 +96,16 @@ func TestCtlConsumersChannelsAndCloseConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("connection not closed")
 	}
+	// The broker forgets the connection once its close is done, shortly
+	// after the client saw connection.close.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := e.bs.Connection(connName); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection is still listed")
+		}
+	}
 	if msg := e.mustFail("close_connection", connName); !strings.Contains(msg, "connection '"+connName+"' not found") {
 		t.Errorf("closing a closed connection: %s", msg)
 	}
