@@ -92,23 +92,9 @@ func (b *Broker) applyUserLimits(c *defCmd) DefResult {
 		b.mu.Unlock()
 		return DefResult{err: fmt.Errorf("user %q: %w", c.User, ErrNotFound)}
 	}
-	limits := maps.Clone(u.limits)
+	limits := changedLimits(u.limits, c.Op == opSetUserLimits, set, c.Name)
 	rec := &store.User{ID: u.storeID, Name: u.name, PasswordHash: u.hash, HashAlgorithm: u.algorithm, Tags: u.tags}
 	b.mu.Unlock()
-	switch {
-	case c.Op == opSetUserLimits:
-		if limits == nil {
-			limits = make(map[string]int64, len(set))
-		}
-		maps.Copy(limits, set)
-	case c.Name == "all":
-		limits = nil
-	default:
-		delete(limits, c.Name)
-	}
-	if len(limits) == 0 {
-		limits = nil
-	}
 	rec.Limits = limits
 	if rec.ID != 0 {
 		if err := b.storePut(rec); err != nil {
@@ -120,6 +106,27 @@ func (b *Broker) applyUserLimits(c *defCmd) DefResult {
 	b.noteChannelLimitsLocked()
 	b.mu.Unlock()
 	return DefResult{id: rec.ID}
+}
+
+// changedLimits is a copy of limits with set merged in (when setting) or
+// the limit clear removed ("all": every one); nil when none is left.
+func changedLimits(limits map[string]int64, setting bool, set map[string]int64, clear string) map[string]int64 {
+	out := maps.Clone(limits)
+	switch {
+	case setting:
+		if out == nil {
+			out = make(map[string]int64, len(set))
+		}
+		maps.Copy(out, set)
+	case clear == "all":
+		out = nil
+	default:
+		delete(out, clear)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // noteChannelLimitsLocked records whether any user has a max-channels

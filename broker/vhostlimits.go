@@ -93,23 +93,9 @@ func (b *Broker) applyVHostLimits(c *defCmd) DefResult {
 		b.mu.Unlock()
 		return DefResult{err: fmt.Errorf("vhost %q: %w", c.VHost, ErrNotFound)}
 	}
-	limits := maps.Clone(v.limits)
+	limits := changedLimits(v.limits, c.Op == opSetVHostLimits, set, c.Name)
 	id := v.storeID
 	b.mu.Unlock()
-	switch {
-	case c.Op == opSetVHostLimits:
-		if limits == nil {
-			limits = make(map[string]int64, len(set))
-		}
-		maps.Copy(limits, set)
-	case c.Name == "all":
-		limits = nil
-	default:
-		delete(limits, c.Name)
-	}
-	if len(limits) == 0 {
-		limits = nil
-	}
 	if id != 0 {
 		if err := b.storePut(&store.VHost{ID: id, Name: c.VHost, Limits: limits}); err != nil {
 			return DefResult{err: err}

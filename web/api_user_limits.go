@@ -46,19 +46,8 @@ func (s *Server) getUserLimits(w http.ResponseWriter, r *http.Request, p *princi
 
 func (s *Server) putUserLimit(w http.ResponseWriter, r *http.Request, p *principal) {
 	user, name := pathValue(r, "user"), pathValue(r, "name")
-	var body map[string]any
-	if err := decodeBody(r, &body, maxBody); err != nil || body == nil {
-		badRequest(w, "not_json")
-		return
-	}
-	raw, ok := body["value"]
+	n, ok := limitFromBody(w, r, name)
 	if !ok {
-		badRequest(w, "[{key_missing,value}]")
-		return
-	}
-	n, err := limitValue(name, raw)
-	if err != nil {
-		badRequest(w, err.Error())
 		return
 	}
 	if name != broker.UserLimitMaxConnections && name != broker.UserLimitMaxChannels {
@@ -86,6 +75,27 @@ func (s *Server) userLimitsError(w http.ResponseWriter, user string, err error) 
 	default:
 		s.brokerError(w, err)
 	}
+}
+
+// limitFromBody reads the {"value": n} body of a PUT of limit name,
+// answering 400 as RabbitMQ does when it is not one.
+func limitFromBody(w http.ResponseWriter, r *http.Request, name string) (int64, bool) {
+	var body map[string]any
+	if err := decodeBody(r, &body, maxBody); err != nil || body == nil {
+		badRequest(w, "not_json")
+		return 0, false
+	}
+	raw, ok := body["value"]
+	if !ok {
+		badRequest(w, "[{key_missing,value}]")
+		return 0, false
+	}
+	n, err := limitValue(name, raw)
+	if err != nil {
+		badRequest(w, err.Error())
+		return 0, false
+	}
+	return n, true
 }
 
 // limitValue reads a limit's JSON value: an integer, as RabbitMQ takes it.

@@ -21,19 +21,8 @@ func (s *Server) putVHostLimit(w http.ResponseWriter, r *http.Request, p *princi
 		notFound(w)
 		return
 	}
-	var body map[string]any
-	if err := decodeBody(r, &body, maxBody); err != nil || body == nil {
-		badRequest(w, "not_json")
-		return
-	}
-	raw, ok := body["value"]
+	n, ok := limitFromBody(w, r, name)
 	if !ok {
-		badRequest(w, "[{key_missing,value}]")
-		return
-	}
-	n, err := limitValue(name, raw)
-	if err != nil {
-		badRequest(w, err.Error())
 		return
 	}
 	s.vhostLimitsError(w, s.b.SetVHostLimits(vhost, map[string]int64{name: n}))

@@ -92,32 +92,10 @@ func listUserLimitsCommand() *cli.Command {
 			if cc.NArg() > 1 {
 				return errors.New("want at most one argument: [USER]")
 			}
-			var ls []map[string]any
 			if u := cc.Args().First(); u != "" && !cc.Bool("global") {
-				if err := ctlDo(cc, "GET", userLimitsPath(u), nil, &ls); err != nil {
-					return err
-				}
-				limits := map[string]any{}
-				for _, l := range ls {
-					if v, ok := l["value"].(map[string]any); ok {
-						limits = v
-					}
-				}
-				b, err := json.Marshal(limits)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cc.App.Writer, "%s\n", b)
-				return err
+				return printLimits(cc, userLimitsPath(u), "user", true)
 			}
-			if err := ctlDo(cc, "GET", "/api/user-limits", nil, &ls); err != nil {
-				return err
-			}
-			items := make([]map[string]any, len(ls))
-			for i, l := range ls {
-				items[i] = map[string]any{"user": l["user"], "limits": l["value"]}
-			}
-			return printList(cc, items, []string{"user", "limits"})
+			return printLimits(cc, "/api/user-limits", "user", false)
 		},
 	}
 }
@@ -182,32 +160,40 @@ func listVHostLimitsCommand() *cli.Command {
 		Name: "list_vhost_limits", Usage: "list vhosts' limits",
 		Flags: ctlFlags(vhostFlag, &cli.BoolFlag{Name: "global", Usage: "every vhost's limits"}),
 		Action: func(cc *cli.Context) error {
-			var ls []map[string]any
 			if !cc.Bool("global") {
-				if err := ctlDo(cc, "GET", vhostLimitsPath(cc.String("vhost")), nil, &ls); err != nil {
-					return err
-				}
-				limits := map[string]any{}
-				for _, l := range ls {
-					if v, ok := l["value"].(map[string]any); ok {
-						limits = v
-					}
-				}
-				b, err := json.Marshal(limits)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cc.App.Writer, "%s\n", b)
-				return err
+				return printLimits(cc, vhostLimitsPath(cc.String("vhost")), "vhost", true)
 			}
-			if err := ctlDo(cc, "GET", "/api/vhost-limits", nil, &ls); err != nil {
-				return err
-			}
-			items := make([]map[string]any, len(ls))
-			for i, l := range ls {
-				items[i] = map[string]any{"vhost": l["vhost"], "limits": l["value"]}
-			}
-			return printList(cc, items, []string{"vhost", "limits"})
+			return printLimits(cc, "/api/vhost-limits", "vhost", false)
 		},
 	}
+}
+
+// printLimits prints the limits the API lists at path: with one, the
+// limits of the (single) object listed as a JSON object, as rabbitmqctl
+// prints one user's or vhost's; otherwise a table of each object (its
+// key: user or vhost) and its limits.
+func printLimits(cc *cli.Context, path, key string, one bool) error {
+	var ls []map[string]any
+	if err := ctlDo(cc, "GET", path, nil, &ls); err != nil {
+		return err
+	}
+	if one {
+		limits := map[string]any{}
+		for _, l := range ls {
+			if v, ok := l["value"].(map[string]any); ok {
+				limits = v
+			}
+		}
+		b, err := json.Marshal(limits)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cc.App.Writer, "%s\n", b)
+		return err
+	}
+	items := make([]map[string]any, len(ls))
+	for i, l := range ls {
+		items[i] = map[string]any{key: l[key], "limits": l["value"]}
+	}
+	return printList(cc, items, []string{key, "limits"})
 }
