@@ -50,19 +50,21 @@ func (s *Server) vhostLimitsError(w http.ResponseWriter, err error) {
 }
 
 // vhostLimitsValue is what GET /api/vhost-limits shows for a vhost: the
-// node's per-vhost limits (flags), overridden by the vhost's own.
+// vhost's own limits, each lowered to the node's (flags) where those are
+// lower, since both apply, and the node's where the vhost has none.
 func (s *Server) vhostLimitsValue(vhost string) item {
 	maxConns, maxQueues := s.b.VHostLimits()
-	value := item{}
-	if maxConns > 0 {
-		value[broker.VHostLimitMaxConnections] = maxConns
-	}
-	if maxQueues > 0 {
-		value[broker.VHostLimitMaxQueues] = maxQueues
-	}
+	node := map[string]int64{broker.VHostLimitMaxConnections: int64(maxConns), broker.VHostLimitMaxQueues: int64(maxQueues)}
 	own, _ := s.b.VHostLimitsOf(vhost)
-	for k, n := range own {
-		value[k] = n
+	value := item{}
+	for _, k := range []string{broker.VHostLimitMaxConnections, broker.VHostLimitMaxQueues} {
+		n, set := own[k]
+		if flag := node[k]; flag > 0 && (!set || n < 0 || n > flag) {
+			n, set = flag, true
+		}
+		if set {
+			value[k] = n
+		}
 	}
 	return value
 }
