@@ -61,7 +61,10 @@ func TestPolicies(t *testing.T) {
 
 	// Refusals.
 	e.must(400, "PUT", "/api/policies/%2F/bad", map[string]any{"pattern": "(", "definition": map[string]any{"max-length": 1}})
-	e.must(400, "PUT", "/api/policies/%2F/bad", map[string]any{"pattern": ".*", "definition": map[string]any{"ha-mode": "all"}})
+	// RabbitMQ 3.x's mirroring keys are accepted (TestPolicyRabbitMQ3Keys),
+	// with their values checked; keys no RabbitMQ knows are refused.
+	e.must(400, "PUT", "/api/policies/%2F/bad", map[string]any{"pattern": ".*", "definition": map[string]any{"ha-mode": "everywhere"}})
+	e.must(400, "PUT", "/api/policies/%2F/bad", map[string]any{"pattern": ".*", "definition": map[string]any{"federation-upstream-set": "all"}})
 	e.must(400, "PUT", "/api/policies/%2F/bad", map[string]any{"pattern": ".*", "definition": map[string]any{"max-length": -1}})
 	e.must(400, "PUT", "/api/operator-policies/%2F/bad", map[string]any{"pattern": ".*", "definition": map[string]any{"alternate-exchange": "x"}})
 	e.must(404, "PUT", "/api/policies/nope/p", map[string]any{"pattern": ".*", "definition": map[string]any{"max-length": 1}})
