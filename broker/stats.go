@@ -280,13 +280,12 @@ func (ch *channel) statsSnapshot() ChannelStats {
 // out) by exchange name. Hold ch.mu (the confirm tracker's mu and exMu
 // are taken inside).
 func (ch *channel) statsLocked() (ChannelStats, map[string][2]uint64) {
-	out := ch.countersLocked()
 	ex := ch.exchangeSnapshot()
-	out.Publish = 0
+	var published uint64
 	for _, c := range ex {
-		out.Publish += c[0]
+		published += c[0]
 	}
-	return out, ex
+	return ch.countersWith(published), ex
 }
 
 // countersLocked copies the channel's counters, with its publishes
@@ -294,15 +293,23 @@ func (ch *channel) statsLocked() (ChannelStats, map[string][2]uint64) {
 // Hold ch.mu.
 func (ch *channel) countersLocked() ChannelStats {
 	s := &ch.stats
-	out := ChannelStats{
-		Ack: s.ack.Load(), ReturnUnroutable: s.returnUnroutable.Load(),
-		DropUnroutable: s.dropUnroutable.Load(), GetEmpty: s.getEmpty.Load(),
-	}
+	var published uint64
 	s.exMu.Lock()
 	for _, c := range s.exchanges {
-		out.Publish += c.in.Load()
+		published += c.in.Load()
 	}
 	s.exMu.Unlock()
+	return ch.countersWith(published)
+}
+
+// countersWith copies the channel's counters, published being its
+// publishes. Hold ch.mu.
+func (ch *channel) countersWith(published uint64) ChannelStats {
+	s := &ch.stats
+	out := ChannelStats{
+		Ack: s.ack.Load(), ReturnUnroutable: s.returnUnroutable.Load(),
+		DropUnroutable: s.dropUnroutable.Load(), GetEmpty: s.getEmpty.Load(), Publish: published,
+	}
 	out.Deliver, out.DeliverNoAck, out.Get, out.GetNoAck, out.Redeliver = s.deliver, s.deliverNoAck, s.get, s.getNoAck, s.redeliver
 	ch.confirms.mu.Lock()
 	out.Confirm = ch.confirms.confirmed
