@@ -349,6 +349,9 @@ func New(cfg Config) (*Broker, error) {
 	b.alarm.memFraction = cfg.MemoryHighWatermark
 	b.alarm.memBytes = cfg.MemoryHighWatermarkBytes
 	b.alarm.diskLimit = cfg.DiskFreeLimit
+	// The consumer timeout clock runs from here, not from when Serve's
+	// checker first runs: a delivery stamped with 0 could never time out.
+	b.ct.now.Store(nowMs())
 	if cfg.Store != nil {
 		cfg.Store.OnAppendFailure(b.appendFailed)
 	}
