@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"math/big"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,9 @@ func TestClusterMutualTLS(t *testing.T) {
 		}
 		return false
 	})
+	// a registers b once its side of the handshake is done, which may be
+	// after b has read a's answer; the stranger must never be listed.
+	waitFor(t, "a to list b as its peer", func() bool { return slices.Contains(a.Peers(), "b@test") })
 	if peers := a.Peers(); len(peers) != 1 || peers[0] != "b@test" {
 		t.Fatalf("a's peers %v, want [b@test]", peers)
 	}
