@@ -73,6 +73,14 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 		if name == "" {
 			return notFoundQueue(name, v.name, cls, mth)
 		}
+		if name == replyToQueue || isReplyName(name) && ch.c.b.reply.lookup(name) != nil {
+			// As RabbitMQ: the direct reply-to pseudo-queue exists, and so
+			// does a reply name while its consumer does; both are empty.
+			if !m.NoWait {
+				ch.c.send(ch.id, &amqp.QueueDeclareOk{Queue: name})
+			}
+			return nil
+		}
 		qe, err := ch.findQueue(name, cls, mth)
 		if err != nil {
 			return err

@@ -766,6 +766,17 @@ func TestDirectReplyTo(t *testing.T) {
 	if len(qs) != 1 {
 		t.Fatalf("queues %v", qs)
 	}
+	// As in RabbitMQ, a passive declare finds the pseudo-queue, and a
+	// reply name while its consumer is there, both empty.
+	for _, name := range []string{"amq.rabbitmq.reply-to", req.ReplyTo} {
+		q, err := server.QueueDeclarePassive(name, false, false, false, false, nil)
+		if err != nil || q.Name != name || q.Messages != 0 || q.Consumers != 0 {
+			t.Fatalf("passive declare of %s: %+v %v", name, q, err)
+		}
+	}
+	mustOK(t, client.Cancel("rc", false))
+	_, err = server.QueueDeclarePassive(req.ReplyTo, false, false, false, false, nil)
+	expectCode(t, err, 404)
 }
 
 // TestPolicyRabbitMQ3Keys: a policy with the keys RabbitMQ 3.x knows that

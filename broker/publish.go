@@ -194,6 +194,9 @@ func (ch *channel) finishPublish() error {
 	if err := checkExpiration(hdr); err != nil {
 		return err
 	}
+	if err := checkSenderSelected(hdr); err != nil {
+		return err
+	}
 	header, err := ch.rewriteReplyTo(hdr)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
+	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -16,7 +17,75 @@ import (
 var (
 	ccMark  = []byte("\x02CCA")
 	bccMark = []byte("\x03BCCA")
+	ccKey   = []byte("\x02CC")
+	bccKey  = []byte("\x03BCC")
 )
+
+// checkSenderSelected refuses a publish whose CC or BCC header is not an
+// array, as RabbitMQ does (rabbit_basic:header_routes): 406, naming the
+// header and its field type. Without either key in the header it costs
+// two byte scans.
+func checkSenderSelected(header []byte) error {
+	const flagsAt = 12
+	if len(header) >= flagsAt+2 && binary.BigEndian.Uint16(header[flagsAt:])&amqp.FlagHeaders == 0 {
+		return nil
+	}
+	if !bytes.Contains(header, ccKey) && !bytes.Contains(header, bccKey) {
+		return nil
+	}
+	var h amqp.ContentHeader
+	if err := amqp.DecodeContentHeader(header, &h); err != nil {
+		return nil
+	}
+	for _, k := range [...]string{"CC", "BCC"} {
+		v, ok := h.Properties.Headers[k]
+		if _, arr := v.([]any); !ok || arr {
+			continue
+		}
+		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
+			"invalid message: {unacceptable_type_in_header,\"%s\",%s}", k, fieldTypeName(v))
+	}
+	return nil
+}
+
+// fieldTypeName is RabbitMQ's name of a field value's type.
+func fieldTypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "longstr"
+	case int32:
+		return "signedint"
+	case uint32:
+		return "unsignedint"
+	case int64:
+		return "long"
+	case bool:
+		return "bool"
+	case int8:
+		return "byte"
+	case uint8:
+		return "unsignedbyte"
+	case int16:
+		return "short"
+	case uint16:
+		return "unsignedshort"
+	case float32:
+		return "float"
+	case float64:
+		return "double"
+	case amqp.Decimal:
+		return "decimal"
+	case time.Time:
+		return "timestamp"
+	case []byte:
+		return "binary"
+	case amqp.Table:
+		return "table"
+	case nil:
+		return "void"
+	}
+	return "unknown"
+}
 
 // senderSelected returns the CC and BCC routing keys of a content header
 // payload, and the header with BCC removed (header itself when there is no

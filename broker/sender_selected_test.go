@@ -52,3 +52,30 @@ func TestSenderSelectedDistribution(t *testing.T) {
 		t.Fatalf("d: %d messages (%v)", q.Messages, err)
 	}
 }
+
+// TestSenderSelectedNotArray: a CC or BCC header that is not an array
+// closes the channel with 406, naming the header and its type as RabbitMQ
+// does, and routes nothing.
+func TestSenderSelectedNotArray(t *testing.T) {
+	s := brokertest.Start(t, nil)
+	c := dial(t, s)
+	ch := open(t, c)
+	_, err := ch.QueueDeclare("a", false, false, false, false, nil)
+	mustOK(t, err)
+	for _, tc := range []struct {
+		hdrs amqp091.Table
+		want string
+	}{
+		{amqp091.Table{"CC": "a"}, `PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"CC",longstr}`},
+		{amqp091.Table{"BCC": int32(1)}, `PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"BCC",signedint}`},
+		{amqp091.Table{"CC": []any{"a"}, "BCC": amqp091.Table{}}, `PRECONDITION_FAILED - invalid message: {unacceptable_type_in_header,"BCC",table}`},
+	} {
+		pc := open(t, c)
+		closed := pc.NotifyClose(make(chan *amqp091.Error, 1))
+		mustOK(t, pc.PublishWithContext(context.Background(), "", "a", false, false, amqp091.Publishing{Headers: tc.hdrs, Body: []byte("m")}))
+		expectReason(t, expectClosed(t, closed, 406), tc.want)
+	}
+	if q, err := ch.QueueDeclarePassive("a", false, false, false, false, nil); err != nil || q.Messages != 0 {
+		t.Fatalf("a: %d messages (%v)", q.Messages, err)
+	}
+}
