@@ -127,8 +127,7 @@ func (ch *channel) handleMethod(m amqp.Method) error {
 		(*h)(m)
 	}
 	if ch.pub.stage != stageIdle {
-		return amqp.Errorf(amqp.UnexpectedFrame, m.ClassID(), m.MethodID(),
-			"expected content header for class 60, got non content header frame instead")
+		return ch.pub.unexpectedFrame(m.ClassID(), m.MethodID())
 	}
 	err := ch.dispatch(m)
 	if err == nil {

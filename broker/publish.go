@@ -102,6 +102,19 @@ func (ch *channel) handleContent(f amqp.Frame) error {
 	return err
 }
 
+// unexpectedFrame is the connection error for a frame the channel did
+// not expect at its stage of a publish, in RabbitMQ's words
+// (rabbit_command_assembler).
+func (p *publishing) unexpectedFrame(cls, mth uint16) error {
+	switch p.stage {
+	case stageHeader:
+		return amqp.Errorf(amqp.UnexpectedFrame, cls, mth, "expected content header for class 60, got non content header frame instead")
+	case stageBody:
+		return amqp.Errorf(amqp.UnexpectedFrame, cls, mth, "expected content body, got non content body frame instead")
+	}
+	return amqp.Errorf(amqp.UnexpectedFrame, cls, mth, "expected method frame, got non method frame instead")
+}
+
 func (ch *channel) content(f amqp.Frame) error {
 	if ch.closing.Load() {
 		return nil
@@ -110,14 +123,14 @@ func (ch *channel) content(f amqp.Frame) error {
 	switch f.Type {
 	case amqp.FrameHeader:
 		if p.stage != stageHeader {
-			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content header frame on channel %d", ch.id)
+			return p.unexpectedFrame(0, 0)
 		}
 		classID, size, err := amqp.ParseContentHeaderPrefix(f.Payload)
 		if err != nil {
 			return err
 		}
 		if classID != amqp.ClassBasic {
-			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "content header for class %d, expected 60", classID)
+			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "expected content header for class 60, got one for class %d instead", classID)
 		}
 		if size > ch.c.b.cfg.MaxMessageSize {
 			ch.softClose(amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
@@ -134,7 +147,7 @@ func (ch *channel) content(f amqp.Frame) error {
 		return nil
 	default: // amqp.FrameBody
 		if p.stage != stageBody {
-			return amqp.Errorf(amqp.UnexpectedFrame, 0, 0, "unexpected content body frame on channel %d", ch.id)
+			return p.unexpectedFrame(0, 0)
 		}
 		end := p.hlen + p.size
 		if p.buf == nil {
