@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/base64"
 	"net/http"
+	"strings"
 
 	"github.com/warrenmq/warren/broker"
 )
@@ -115,11 +116,22 @@ func (s *Server) publish(w http.ResponseWriter, r *http.Request, p *principal) {
 		badRequest(w, err.Error())
 		return
 	}
+	// As RabbitMQ: every key is required, the missing ones are named.
+	var missing []string
+	for _, k := range [...]string{"routing_key", "properties", "payload", "payload_encoding"} {
+		if _, ok := body[k]; !ok {
+			missing = append(missing, "{key_missing,"+k+"}")
+		}
+	}
+	if missing != nil {
+		badRequest(w, "["+strings.Join(missing, ",")+"]")
+		return
+	}
 	key, _ := body["routing_key"].(string)
 	payload, _ := body["payload"].(string)
 	var data []byte
 	switch enc, _ := body["payload_encoding"].(string); enc {
-	case "", "string":
+	case "string":
 		data = []byte(payload)
 	case "base64":
 		var err error

@@ -46,4 +46,13 @@ func TestAPIAnswersAsRabbitMQ(t *testing.T) {
 	if got := r.obj(t)["reason"]; got != want {
 		t.Fatalf("reason %q, want %q", got, want)
 	}
+
+	// A publish names every key it lacks, and publishes nothing.
+	r = e.must(400, "POST", "/api/exchanges/%2F/amq.default/publish", map[string]any{"routing_key": "q1", "payload": "x"})
+	if got, want := r.obj(t)["reason"], "[{key_missing,properties},{key_missing,payload_encoding}]"; got != want {
+		t.Fatalf("publish without properties and payload_encoding: reason %q, want %q", got, want)
+	}
+	if q := e.must(200, "GET", "/api/queues/%2F/q1", nil).obj(t); q["messages"] != 0.0 {
+		t.Fatalf("q1 holds %v messages after refused publishes", q["messages"])
+	}
 }
