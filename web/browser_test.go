@@ -881,3 +881,27 @@ func TestBrowserUserLimits(t *testing.T) {
 	e.click("#user-limit-set")
 	e.waitText(`#users-table tr[data-name="guest"] td:nth-child(3)`, "none")
 }
+
+// TestBrowserVHostLimits: the Admin page sets a virtual host's limit
+// through /api/vhost-limits and shows it in the virtual hosts table; -1
+// clears it.
+func TestBrowserVHostLimits(t *testing.T) {
+	e := newBrowserEnv(t, 60*time.Second)
+	e.login("guest", "guest")
+	cell := `#vhosts-table tr[data-name="/"] td:nth-child(3)`
+	e.goTo("#/admin", cell, "none")
+	e.set("#vhost-limit-vhost", "/")
+	e.set("#vhost-limit-name", "max-queues")
+	e.fill("#vhost-limit-value", "12")
+	e.click("#vhost-limit-set")
+	e.waitText(cell, "max-queues: 12")
+	if got, err := e.bs.VHostLimitsOf("/"); err != nil || got["max-queues"] != 12 {
+		t.Fatalf("limits on the broker: %v %v", got, err)
+	}
+	e.set("#vhost-limit-value", "-1")
+	e.click("#vhost-limit-set")
+	e.waitText(cell, "none")
+	if got, err := e.bs.VHostLimitsOf("/"); err != nil || len(got) != 0 {
+		t.Fatalf("limits on the broker after clearing: %v %v", got, err)
+	}
+}

@@ -913,10 +913,13 @@ async function policies(operator) {
 // ---- admin: users, vhosts, permissions, limits, definitions ----
 
 async function admin() {
-  const [users, vhosts, perms, topicPerms, userLimits] = await Promise.all([api('GET', '/users'), api('GET', '/vhosts'), api('GET', '/permissions'),
-    optional('GET', '/topic-permissions'), optional('GET', '/user-limits')]);
+  const [users, vhosts, perms, topicPerms, userLimits, vhostLimits] = await Promise.all([api('GET', '/users'), api('GET', '/vhosts'), api('GET', '/permissions'),
+    optional('GET', '/topic-permissions'), optional('GET', '/user-limits'), optional('GET', '/vhost-limits')]);
   const limitsOf = {};
   for (const l of userLimits || []) limitsOf[l.user] = l.value || {};
+  const vhostLimitsOf = {};
+  for (const l of vhostLimits || []) vhostLimitsOf[l.vhost] = l.value || {};
+  const vhostLimitText = (v) => Object.entries(vhostLimitsOf[v] || {}).map(([k, n]) => k + ': ' + n).join(', ') || (vhostLimits ? 'none' : '—');
   const opts = (list, id) => h('select', { id }, list.map((x) => h('option', { value: x.name }, x.name)));
   const tagPills = (tags) => (tags || []).map((t) => h('span', { class: 'pill' + (t === 'administrator' ? ' admin' : '') }, t));
   const limitText = (u) => Object.entries(limitsOf[u] || {}).map(([k, v]) => k + ': ' + v).join(', ') || (userLimits ? 'none' : '—');
@@ -954,11 +957,21 @@ async function admin() {
           }, 'Limit set') }, 'Set limit'))] : h('p', { class: 'muted', id: 'user-limits-absent' }, 'This broker does not serve user limits.')),
     h('div', { class: 'grid' },
       h('div', { class: 'card' }, h('h2', {}, 'Virtual hosts'),
-        table(['Name', 'Messages', ''], vhosts.map((v) => ({ data: { name: v.name }, cells: [v.name, fmt(v.messages),
+        table(['Name', 'Messages', 'Limits', ''], vhosts.map((v) => ({ data: { name: v.name }, cells: [v.name, fmt(v.messages), vhostLimitText(v.name),
           h('button', { class: 'danger', dataset: { action: 'delete-vhost', name: v.name }, onclick: () => { if (confirm('Delete vhost ' + v.name + ' and everything in it?')) act(() => api('DELETE', '/vhosts/' + enc(v.name)), 'Virtual host deleted'); } }, 'Delete')] })), { id: 'vhosts-table' }),
         h('div', { class: 'form-row' },
           h('label', {}, 'Name', h('input', { id: 'vhost-new-name' })),
-          h('button', { id: 'vhost-create', class: 'primary', onclick: () => act(() => api('PUT', '/vhosts/' + enc($('vhost-new-name').value)), 'Virtual host added') }, 'Add virtual host'))),
+          h('button', { id: 'vhost-create', class: 'primary', onclick: () => act(() => api('PUT', '/vhosts/' + enc($('vhost-new-name').value)), 'Virtual host added') }, 'Add virtual host')),
+        vhostLimits ? [h('h3', {}, 'Set a virtual host limit'),
+          h('div', { class: 'form-row' },
+            h('label', {}, 'Virtual host', opts(vhosts, 'vhost-limit-vhost')),
+            h('label', {}, 'Limit', h('select', { id: 'vhost-limit-name' }, h('option', { value: 'max-connections' }, 'max-connections'), h('option', { value: 'max-queues' }, 'max-queues'))),
+            h('label', {}, 'Value', h('input', { id: 'vhost-limit-value', type: 'number', placeholder: '-1 for none' })),
+            h('button', { id: 'vhost-limit-set', onclick: () => act(() => {
+              const n = Number($('vhost-limit-value').value);
+              const p = '/vhost-limits/' + enc($('vhost-limit-vhost').value) + '/' + enc($('vhost-limit-name').value);
+              return n < 0 ? api('DELETE', p) : api('PUT', p, { value: n });
+            }, 'Limit set') }, 'Set limit'))] : null),
       h('div', { class: 'card' }, h('h2', {}, 'Definitions'),
         h('div', { class: 'form-row' },
           h('button', { id: 'defs-download', onclick: downloadDefinitions }, 'Download definitions'),
