@@ -94,6 +94,9 @@ type QueueInfo struct {
 	// the number of groups it has ready or unacknowledged messages of.
 	GroupHeader string
 	Groups      int
+	// ActiveConsumer is the tag of a single-active-consumer queue's
+	// active consumer ("" when it has none, or is not such a queue).
+	ActiveConsumer string
 }
 
 // ExchangeInfo describes an exchange.
@@ -283,6 +286,9 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 		qi.Dedup, qi.DedupCached, qi.DedupDropped = true, d.Len(), d.Dropped
 	}
 	qi.GroupHeader, qi.Groups = qe.q.Config().GroupHeader, qe.q.Groups()
+	if c := qe.q.ActiveConsumer(); c != nil {
+		qi.ActiveConsumer = c.Tag
+	}
 	return qi, true
 }
 

@@ -91,6 +91,7 @@ func (s *Server) apiRoutes() []route {
 	h("POST /api/cluster/leave", levelAdmin, s.postClusterLeave)
 	h("DELETE /api/cluster/nodes/{node}", levelAdmin, s.deleteClusterNode)
 	h("GET /api/whoami", levelManagement, s.getWhoami)
+	h("GET /api/extensions", levelManagement, s.getExtensions)
 
 	h("GET /api/connections", levelManagement, s.getConnections)
 	h("GET /api/connections/{name}", levelManagement, s.getConnection)

@@ -313,6 +313,12 @@ func (s *Server) getWhoami(w http.ResponseWriter, r *http.Request, p *principal)
 	writeJSON(w, http.StatusOK, item{"name": p.name, "tags": tags})
 }
 
+// getExtensions is GET /api/extensions: the management UI extensions
+// (RabbitMQ's plugins' JavaScript); the console is built in, so none.
+func (s *Server) getExtensions(w http.ResponseWriter, r *http.Request, p *principal) {
+	writeJSON(w, http.StatusOK, []item{})
+}
+
 // seesConnection reports whether p may see a connection of user on vhost:
 // monitors see all, others their own.
 func seesConnection(p *principal, user string) bool {

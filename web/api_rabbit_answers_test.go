@@ -56,3 +56,45 @@ func TestAPIAnswersAsRabbitMQ(t *testing.T) {
 		t.Fatalf("q1 holds %v messages after refused publishes", q["messages"])
 	}
 }
+
+// TestAPISingleActiveConsumerTag: a queue's single_active_consumer_tag is
+// its active consumer's tag, the next one's once it is cancelled, and
+// null for a queue without single active consumer; /api/extensions lists
+// no extensions.
+func TestAPISingleActiveConsumerTag(t *testing.T) {
+	e := newEnv(t)
+	conn, err := amqp091.Dial(e.bs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("sac", false, false, false, false, amqp091.Table{"x-single-active-consumer": true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare("plain", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ q, tag string }{{"sac", "first"}, {"sac", "second"}, {"plain", "p"}} {
+		if _, err := ch.Consume(c.q, c.tag, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := func(q string) any {
+		return e.must(200, "GET", "/api/queues/%2F/"+q, nil).obj(t)["single_active_consumer_tag"]
+	}
+	if got := tag("sac"); got != "first" {
+		t.Fatalf("active consumer %v, want first", got)
+	}
+	if got, ok := e.must(200, "GET", "/api/queues/%2F/plain", nil).obj(t)["single_active_consumer_tag"]; !ok || got != nil {
+		t.Fatalf("plain queue: single_active_consumer_tag %v (present %v), want null", got, ok)
+	}
+	if err := ch.Cancel("first", false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "second to be active", func() bool { return tag("sac") == "second" })
+	jsonEqual(t, e.must(200, "GET", "/api/extensions", nil), `[]`)
+}

@@ -76,7 +76,6 @@ var notServed = map[string]string{
 	"queues.messages_persistent":          "not tracked",
 	"queues.message_bytes_unacknowledged": "not tracked",
 	"queues.single_active_consumer_ctag":  "not reported",
-	"queues.single_active_consumer_tag":   "not reported",
 	"queues.head_message_timestamp":       "not reported",
 	"queues.idle_since":                   "not tracked",
 	"queues.leader":                       "quorum queues run on one node",

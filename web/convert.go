@@ -202,6 +202,9 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["messages_unacknowledged_ram"] = q.Unacked
 	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
 	it["consumers"] = q.Consumers
+	// As RabbitMQ: null unless the queue has single active consumer
+	// and an active one.
+	it["single_active_consumer_tag"] = orNil(q.ActiveConsumer)
 	if q.Type == "quorum" {
 		it["messages_dlx"] = q.DeadLettered
 		it["message_bytes_dlx"] = q.DeadLetteredBytes
