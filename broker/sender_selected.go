@@ -3,7 +3,6 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
-	"time"
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/queue"
@@ -43,48 +42,9 @@ func checkSenderSelected(header []byte) error {
 			continue
 		}
 		return amqp.Errorf(amqp.PreconditionFailed, amqp.ClassBasic, 40,
-			"invalid message: {unacceptable_type_in_header,\"%s\",%s}", k, fieldTypeName(v))
+			"invalid message: {unacceptable_type_in_header,\"%s\",%s}", k, amqp.TypeName(v))
 	}
 	return nil
-}
-
-// fieldTypeName is RabbitMQ's name of a field value's type.
-func fieldTypeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "longstr"
-	case int32:
-		return "signedint"
-	case uint32:
-		return "unsignedint"
-	case int64:
-		return "long"
-	case bool:
-		return "bool"
-	case int8:
-		return "byte"
-	case uint8:
-		return "unsignedbyte"
-	case int16:
-		return "short"
-	case uint16:
-		return "unsignedshort"
-	case float32:
-		return "float"
-	case float64:
-		return "double"
-	case amqp.Decimal:
-		return "decimal"
-	case time.Time:
-		return "timestamp"
-	case []byte:
-		return "binary"
-	case amqp.Table:
-		return "table"
-	case nil:
-		return "void"
-	}
-	return "unknown"
 }
 
 // senderSelected returns the CC and BCC routing keys of a content header
