@@ -63,15 +63,7 @@ func TestAPIAnswersAsRabbitMQ(t *testing.T) {
 // no extensions.
 func TestAPISingleActiveConsumerTag(t *testing.T) {
 	e := newEnv(t)
-	conn, err := amqp091.Dial(e.bs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := e.channel()
 	if _, err := ch.QueueDeclare("sac", false, false, false, false, amqp091.Table{"x-single-active-consumer": true}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,7 @@ import (
 func TestStreamsAPI(t *testing.T) {
 	e := newEnv(t)
 	e.must(201, "PUT", "/api/queues/%2F/log", map[string]any{"type": "stream", "arguments": map[string]any{"x-max-age": "7D"}})
-	conn, err := amqp091.Dial(e.bs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := e.channel()
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/warrenmq/warren/broker/brokertest"
@@ -72,6 +73,22 @@ func (r resp) list(t *testing.T) []any {
 		t.Fatalf("not a list: %s", r.body)
 	}
 	return l
+}
+
+// channel opens an AMQP connection to e's broker as guest, closed with the
+// test, and a channel on it.
+func (e *env) channel() *amqp091.Channel {
+	e.t.Helper()
+	conn, err := amqp091.Dial(e.bs.URL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ch
 }
 
 // do sends a request as guest (or as user/pass when given).
