@@ -922,6 +922,17 @@ async function admin() {
   const vhostLimitText = (v) => Object.entries(vhostLimitsOf[v] || {}).map(([k, n]) => k + ': ' + n).join(', ') || (vhostLimits ? 'none' : '—');
   const opts = (list, id) => h('select', { id }, list.map((x) => h('option', { value: x.name }, x.name)));
   const tagPills = (tags) => (tags || []).map((t) => h('span', { class: 'pill' + (t === 'administrator' ? ' admin' : '') }, t));
+  // limitForm sets a limit of a user or a virtual host (kind) through
+  // /api/<kind>-limits; a value of -1 clears it.
+  const limitForm = (kind, label, list, names) => h('div', { class: 'form-row' },
+    h('label', {}, label, opts(list, kind + '-limit-' + kind)),
+    h('label', {}, 'Limit', h('select', { id: kind + '-limit-name' }, names.map((n) => h('option', { value: n }, n)))),
+    h('label', {}, 'Value', h('input', { id: kind + '-limit-value', type: 'number', placeholder: '-1 for none' })),
+    h('button', { id: kind + '-limit-set', onclick: () => act(() => {
+      const n = Number($(kind + '-limit-value').value);
+      const p = '/' + kind + '-limits/' + enc($(kind + '-limit-' + kind).value) + '/' + enc($(kind + '-limit-name').value);
+      return n < 0 ? api('DELETE', p) : api('PUT', p, { value: n });
+    }, 'Limit set') }, 'Set limit'));
   const limitText = (u) => Object.entries(limitsOf[u] || {}).map(([k, v]) => k + ': ' + v).join(', ') || (userLimits ? 'none' : '—');
   return [h('h1', {}, 'Admin'),
     h('div', { class: 'card' }, h('h2', {}, 'Users'),
@@ -946,15 +957,7 @@ async function admin() {
           await api('PUT', '/users/' + enc(u.name), { password_hash: u.password_hash, hashing_algorithm: u.hashing_algorithm, tags: $('user-tags-tags').value });
         }, 'Tags set') }, 'Set tags')),
       userLimits ? [h('h3', {}, 'Set a user limit'),
-        h('div', { class: 'form-row' },
-          h('label', {}, 'User', opts(users, 'user-limit-user')),
-          h('label', {}, 'Limit', h('select', { id: 'user-limit-name' }, h('option', { value: 'max-connections' }, 'max-connections'), h('option', { value: 'max-channels' }, 'max-channels'))),
-          h('label', {}, 'Value', h('input', { id: 'user-limit-value', type: 'number', placeholder: '-1 for none' })),
-          h('button', { id: 'user-limit-set', onclick: () => act(() => {
-            const v = Number($('user-limit-value').value);
-            const p = '/user-limits/' + enc($('user-limit-user').value) + '/' + enc($('user-limit-name').value);
-            return v < 0 ? api('DELETE', p) : api('PUT', p, { value: v });
-          }, 'Limit set') }, 'Set limit'))] : h('p', { class: 'muted', id: 'user-limits-absent' }, 'This broker does not serve user limits.')),
+        limitForm('user', 'User', users, ['max-connections', 'max-channels'])] : h('p', { class: 'muted', id: 'user-limits-absent' }, 'This broker does not serve user limits.')),
     h('div', { class: 'grid' },
       h('div', { class: 'card' }, h('h2', {}, 'Virtual hosts'),
         table(['Name', 'Messages', 'Limits', ''], vhosts.map((v) => ({ data: { name: v.name }, cells: [v.name, fmt(v.messages), vhostLimitText(v.name),
@@ -963,15 +966,7 @@ async function admin() {
           h('label', {}, 'Name', h('input', { id: 'vhost-new-name' })),
           h('button', { id: 'vhost-create', class: 'primary', onclick: () => act(() => api('PUT', '/vhosts/' + enc($('vhost-new-name').value)), 'Virtual host added') }, 'Add virtual host')),
         vhostLimits ? [h('h3', {}, 'Set a virtual host limit'),
-          h('div', { class: 'form-row' },
-            h('label', {}, 'Virtual host', opts(vhosts, 'vhost-limit-vhost')),
-            h('label', {}, 'Limit', h('select', { id: 'vhost-limit-name' }, h('option', { value: 'max-connections' }, 'max-connections'), h('option', { value: 'max-queues' }, 'max-queues'))),
-            h('label', {}, 'Value', h('input', { id: 'vhost-limit-value', type: 'number', placeholder: '-1 for none' })),
-            h('button', { id: 'vhost-limit-set', onclick: () => act(() => {
-              const n = Number($('vhost-limit-value').value);
-              const p = '/vhost-limits/' + enc($('vhost-limit-vhost').value) + '/' + enc($('vhost-limit-name').value);
-              return n < 0 ? api('DELETE', p) : api('PUT', p, { value: n });
-            }, 'Limit set') }, 'Set limit'))] : null),
+          limitForm('vhost', 'Virtual host', vhosts, ['max-connections', 'max-queues'])] : null),
       h('div', { class: 'card' }, h('h2', {}, 'Definitions'),
         h('div', { class: 'form-row' },
           h('button', { id: 'defs-download', onclick: downloadDefinitions }, 'Download definitions'),
