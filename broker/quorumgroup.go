@@ -165,6 +165,9 @@ type QueueGroup struct {
 	// bodies keeps the bodies beyond the window in this node's store
 	// (quorumbodies.go); nil without a store. Not state.
 	bodies *groupBodies
+	// restored, when set, is called after a snapshot is restored, with
+	// mu not held (the broker attaching its consumers again). Not state.
+	restored func()
 }
 
 var _ StateMachine = (*QueueGroup)(nil)
@@ -376,6 +379,29 @@ func (g *QueueGroup) Observe(f func(index uint64, r *GroupResult)) {
 	g.mu.Lock()
 	g.observe = f
 	g.mu.Unlock()
+}
+
+// OnRestore sets f to be called after each snapshot the group restores.
+func (g *QueueGroup) OnRestore(f func()) {
+	g.mu.Lock()
+	g.restored = f
+	g.mu.Unlock()
+}
+
+// attachedIDs returns the ids of the consumers attached to the group's
+// queues.
+func (g *QueueGroup) attachedIDs() map[queue.ConsumerID]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []queue.ConsumerID
+	for _, q := range g.queues {
+		ids = q.ConsumerIDs(ids)
+	}
+	set := make(map[queue.ConsumerID]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	return set
 }
 
 // Queues returns the keys of the group's queues, sorted.
@@ -618,7 +644,11 @@ func (g *QueueGroup) Restore(index uint64, r io.Reader) error {
 	g.queues, g.last, g.timed, g.streams, g.dlx = queues, index, timed, streams, dlx
 	g.restoredStreamsLocked()
 	g.adoptConsumersLocked(old)
+	restored := g.restored
 	g.mu.Unlock()
+	if restored != nil {
+		restored()
+	}
 	return nil
 }
 

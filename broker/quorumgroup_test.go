@@ -276,3 +276,64 @@ func TestQueueGroupGone(t *testing.T) {
 		t.Fatalf("resend: ready %d effects %+v", ready, r.Effects)
 	}
 }
+
+// TestQueueGroupRestoreAfterGone: a node that catches up from a snapshot
+// taken after the group detached its consumers ('O') never applies the
+// detach, so the group calls it back once restored, and the consumer is
+// absent from what it restored; attaching it again works once, and a
+// second attach of the same consumer (its first attach racing the
+// snapshot) changes nothing.
+func TestQueueGroupRestoreAfterGone(t *testing.T) {
+	leader := NewQueueGroup()
+	k := GroupQueueKey{VHost: "/", Name: "q", ID: 1}
+	leader.Apply(1, GroupCreateCmd(k, queue.DefaultConfig()))
+	a := queue.ConsumerID(0x0101)
+	attach := queue.Cmd{Op: queue.OpAttach, Consumer: a, Prefetch: 1}
+	leader.Apply(2, AppendGroupQueueCmd(nil, k, &attach))
+	pub := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{Body: []byte("m1")}, Publisher: 9, PubSeq: 1}
+	leader.Apply(3, AppendGroupQueueCmd(nil, k, &pub))
+	leader.Apply(4, GroupGoneCmd(0xff00, 0x0100, 100))
+	snap, err := leader.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	// The cut-off node had applied up to the attach (index 2).
+	node := NewQueueGroup()
+	node.Apply(1, GroupCreateCmd(k, queue.DefaultConfig()))
+	node.Apply(2, AppendGroupQueueCmd(nil, k, &attach))
+	if !node.attachedIDs()[a] {
+		t.Fatal("consumer not attached before the restore")
+	}
+	calls := 0
+	node.OnRestore(func() {
+		calls++
+		if node.attachedIDs()[a] {
+			t.Error("the restored state still has the consumer the group detached")
+		}
+	})
+	if err := node.Restore(4, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Fatalf("restore callback called %d times", calls)
+	}
+	if ready, unacked, consumers, _ := node.Counts(k); ready != 1 || unacked != 0 || consumers != 0 {
+		t.Fatalf("restored: %d ready, %d unacked, %d consumers", ready, unacked, consumers)
+	}
+	// Attached again (twice: the second is a no-op), it is fed the
+	// message the group returned.
+	r := node.Apply(5, AppendGroupQueueCmd(nil, k, &attach)).(*GroupResult)
+	node.Apply(6, AppendGroupQueueCmd(nil, k, &attach))
+	if _, _, consumers, _ := node.Counts(k); consumers != 1 {
+		t.Fatalf("after two attaches of one consumer: %d consumers", consumers)
+	}
+	if len(r.Effects) != 1 || r.Effects[0].Kind != queue.EffDeliver || r.Effects[0].Consumer != a || !r.Effects[0].Entry.Redelivered {
+		t.Fatalf("attach after restore: effects %+v", r.Effects)
+	}
+}

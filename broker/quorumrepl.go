@@ -221,7 +221,36 @@ func (b *Broker) QueueGroupMachine(g uint64) StateMachine {
 	// (groupBodies.after, in order with paged-out bodies' reads).
 	viaBodies := m.bodies != nil
 	m.Observe(func(_ uint64, res *GroupResult) { b.observe(g, res, viaBodies) })
+	m.OnRestore(func() { b.reattachRestored(g, m) })
 	return m
+}
+
+// reattachRestored attaches again this node's consumers of group g's
+// queues that the state m restored from a snapshot does not have. The
+// group detached them (an 'O' while this node was cut off, which
+// returned what they held) in commands this node never applied, so
+// observe never saw them detached: without this they would stay
+// registered here and never be fed. An attach of a consumer the group
+// has already (one proposed before the snapshot and applied after it)
+// changes nothing.
+func (b *Broker) reattachRestored(g uint64, m *QueueGroup) {
+	attached := m.attachedIDs()
+	r := &b.repl
+	r.mu.Lock()
+	var lost []*consumer
+	for id, cons := range r.consumers {
+		if qe := cons.qe; qe.repl != nil && qe.stream == nil && qe.repl.group == g && !attached[id] {
+			lost = append(lost, cons)
+		}
+	}
+	r.mu.Unlock()
+	for _, cons := range lost {
+		b.log.Info("consumer of a quorum queue missing from the group's snapshot this node restored; attaching it again",
+			zap.String("queue", cons.qe.name), zap.String("consumer-tag", cons.Tag), zap.Uint64("group", g))
+		if p := b.proposer(g); p != nil {
+			b.attachRepl(p, cons)
+		}
+	}
 }
 
 // placeQuorum chooses the data group of a new quorum queue (0: the

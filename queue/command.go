@@ -211,6 +211,11 @@ func (q *Queue) apply(cmd *Cmd, out []Effect) ([]Effect, error) {
 		return q.applyEnqueue(cmd, out), nil
 	case OpAttach:
 		q.touch(cmd.Now)
+		if q.consumer(cmd.Consumer) != nil {
+			// Attached already: a node that attaches its consumers again
+			// after restoring a snapshot may race its own first attach.
+			return out, nil
+		}
 		c := &Consumer{ID: cmd.Consumer, Tag: cmd.Tag, NoAck: cmd.NoAck, Exclusive: cmd.Exclusive,
 			Prefetch: cmd.Prefetch, Priority: cmd.Priority}
 		return out, q.AddConsumer(c)
