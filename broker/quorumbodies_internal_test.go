@@ -128,16 +128,7 @@ func TestQueueGroupBodiesBounded(t *testing.T) {
 		t.Fatalf("%d bodies in the store, want %d", got, n-keep)
 	}
 
-	snap, err := g.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-
+	buf := snapshotBytes(t, g)
 	g2, st2 := bodiesGroup(t, keep)
 	if err := g2.Restore(index, bytes.NewReader(buf.Bytes())); err != nil {
 		t.Fatal(err)

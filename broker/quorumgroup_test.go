@@ -141,17 +141,8 @@ func TestQueueGroupReplay(t *testing.T) {
 		deliveries := 0
 		for i := uint64(1); i <= n; i++ {
 			if i == n/2 {
-				snap, err := a.Snapshot()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var buf bytes.Buffer
-				if _, err := snap.WriteTo(&buf); err != nil {
-					t.Fatal(err)
-				}
-				snap.Release()
 				b = NewQueueGroup()
-				if err := b.Restore(i-1, &buf); err != nil {
+				if err := b.Restore(i-1, snapshotBytes(t, a)); err != nil {
 					t.Fatal(err)
 				}
 				if b.AppliedIndex() != i-1 {
@@ -293,15 +284,7 @@ func TestQueueGroupRestoreAfterGone(t *testing.T) {
 	pub := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{Body: []byte("m1")}, Publisher: 9, PubSeq: 1}
 	leader.Apply(3, AppendGroupQueueCmd(nil, k, &pub))
 	leader.Apply(4, GroupGoneCmd(0xff00, 0x0100, 100))
-	snap, err := leader.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := snap.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
+	buf := snapshotBytes(t, leader)
 
 	// The cut-off node had applied up to the attach (index 2).
 	node := NewQueueGroup()
@@ -317,7 +300,7 @@ func TestQueueGroupRestoreAfterGone(t *testing.T) {
 			t.Error("the restored state still has the consumer the group detached")
 		}
 	})
-	if err := node.Restore(4, &buf); err != nil {
+	if err := node.Restore(4, buf); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 1 {
@@ -336,4 +319,19 @@ func TestQueueGroupRestoreAfterGone(t *testing.T) {
 	if len(r.Effects) != 1 || r.Effects[0].Kind != queue.EffDeliver || r.Effects[0].Consumer != a || !r.Effects[0].Entry.Redelivered {
 		t.Fatalf("attach after restore: effects %+v", r.Effects)
 	}
+}
+
+// snapshotBytes writes out a snapshot of g.
+func snapshotBytes(t *testing.T, g *QueueGroup) *bytes.Buffer {
+	t.Helper()
+	snap, err := g.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
 }
