@@ -84,11 +84,15 @@ func TestCommitToldWithoutNotice(t *testing.T) {
 			t.Fatalf("after %d proposals node 1 applied %v", k+1, got)
 		}
 	}
-	first, last, err := ms[1].st.Log(101).Bounds()
+	rs := dgs[1].Group(1).logs
+	first, err := rs.FirstIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := NewRaftStore(ms[1].st.Log(101))
+	last, err := rs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
 	notices := 0
 	for i := first; i <= last; i++ {
 		var e raft.Log

@@ -327,6 +327,7 @@ func (d *DataGroups) add(spec GroupSpec) (*dataGroup, error) {
 		Join: spec.Epoch > 0,
 		Node: d.cfg.Node, Group: spec.ID, Store: d.cfg.Store, LogID: d.cfg.LogBase + spec.ID,
 		SnapshotDir: filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID)), Machine: m,
+		LogDir:         filepath.Join(d.cfg.Dir, fmt.Sprintf("g%d", spec.ID), "log"),
 		ProposeTimeout: d.cfg.ProposeTimeout, HeartbeatTimeout: d.cfg.HeartbeatTimeout,
 		SnapshotThreshold: d.cfg.SnapshotThreshold, TrailingLogs: d.cfg.TrailingLogs,
 		Servers: servers, Logger: d.log,

@@ -204,7 +204,7 @@ func TestDataGroups(t *testing.T) {
 			return err == nil || strings.Contains(err.Error(), "nothing new")
 		})
 		var first uint64
-		first, _, err = ms[i].st.Log(101).Bounds()
+		first, err = dgs[i].Group(1).logs.FirstIndex()
 		if err != nil || first <= 1 {
 			t.Fatalf("node %d: group 1's log starts at %d after a snapshot (%v)", i, first, err)
 		}

@@ -78,6 +78,10 @@ type RaftLogConfig struct {
 	Store       *store.Store
 	LogID       uint64
 	SnapshotDir string
+	// LogDir, when set (data groups), is where the group's entries are
+	// kept instead (a store.SegmentLog; SegmentStore); the store's log
+	// LogID keeps the term and vote.
+	LogDir string
 	// Machine is the state the log drives.
 	Machine StateMachine
 	// ProposeTimeout bounds a proposal: with no leader reachable or no
@@ -179,9 +183,13 @@ type RaftLog struct {
 	snaps *raft.FileSnapshotStore
 	rs    RaftStore
 	// logs is the Raft log store: rs, behind a cache of the latest
-	// entries for the metadata group (metaLogCache); stored is fired
+	// entries for the metadata group (metaLogCache), or a data group's
+	// segment log (SegmentStore of seg); stored is fired
 	// after each of its writes (for proposers waiting to apply, Propose).
-	logs   raft.LogStore
+	logs raft.LogStore
+	// seg is a data group's segment log (RaftLogConfig.LogDir), closed
+	// with the group.
+	seg    *store.SegmentLog
 	stored signal
 	// durable is the last entry a follower knows committed from its own
 	// log write (noteDurable); durableMu guards it.
@@ -275,6 +283,19 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	l.snaps = snaps
 	l.rs = NewRaftStore(l.cfg.Store.Log(l.cfg.LogID))
 	l.logs = l.rs
+	if l.cfg.LogDir != "" {
+		sl, err := openSegmentStore(l.cfg.LogDir, l.cfg.Store, l.rs.l)
+		if err != nil {
+			return err
+		}
+		l.seg = sl
+		l.logs = SegmentStore{sl}
+		defer func() {
+			if l.raft == nil {
+				sl.Close()
+			}
+		}()
+	}
 	if l.cfg.Group == MetadataGroup {
 		// The leader's replication, every node's apply and the commit
 		// tellings read back the entries just written: from memory,
@@ -325,7 +346,7 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	rc.BatchApplyCh = true
 	rc.Logger = hl
 	l.rc = *rc
-	existing, err := raft.HasExistingState(l.rs, l.rs, snaps)
+	existing, err := raft.HasExistingState(l.logs, l.rs, snaps)
 	if err != nil {
 		trans.Close()
 		return err
@@ -536,6 +557,9 @@ func (l *RaftLog) Close() error {
 		}
 		if l.trans != nil {
 			l.trans.Close()
+		}
+		if l.seg != nil {
+			l.seg.Close()
 		}
 		l.fsm.failWaiters()
 	})

@@ -94,6 +94,90 @@ func TestRaftStoreContract(t *testing.T) {
 	}
 }
 
+// TestSegmentStoreContract: the segment log adapter answers as Raft
+// expects, and openSegmentStore moves entries an older version kept in the
+// store's log into the segment log, leaving the term and vote where they
+// are.
+func TestSegmentStoreContract(t *testing.T) {
+	st := openStore(t, t.TempDir(), false)
+	defer st.Close()
+	old := NewRaftStore(st.Log(7))
+	now := time.Now()
+	var in []*raft.Log
+	for i := uint64(1); i <= 300; i++ {
+		if i > 100 && i < 150 {
+			continue // a gap, as a snapshot install leaves
+		}
+		in = append(in, &raft.Log{Index: i, Term: 1 + i/100, Type: raft.LogCommand,
+			Data: bytes.Repeat([]byte{byte(i)}, int(i)), Extensions: []byte(fmt.Sprint(i)), AppendedAt: now})
+	}
+	if err := old.StoreLogs(in); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.SetUint64([]byte("CurrentTerm"), 4); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	check := func(s raft.LogStore, want []*raft.Log) {
+		t.Helper()
+		for _, w := range want {
+			var got raft.Log
+			if err := s.GetLog(w.Index, &got); err != nil {
+				t.Fatalf("GetLog(%d): %v", w.Index, err)
+			}
+			if got.Index != w.Index || got.Term != w.Term || got.Type != w.Type || !bytes.Equal(got.Data, w.Data) ||
+				!bytes.Equal(got.Extensions, w.Extensions) || !got.AppendedAt.Equal(w.AppendedAt) {
+				t.Fatalf("GetLog(%d) = %+v, want %+v", w.Index, got, w)
+			}
+		}
+		var got raft.Log
+		if err := s.GetLog(120, &got); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Fatalf("GetLog in the gap: %v", err)
+		}
+		if first, _ := s.FirstIndex(); first != want[0].Index {
+			t.Fatalf("FirstIndex %d", first)
+		}
+		if last, _ := s.LastIndex(); last != want[len(want)-1].Index {
+			t.Fatalf("LastIndex %d", last)
+		}
+	}
+	for range 2 { // moved once; the second open finds nothing to move
+		sl, err := openSegmentStore(dir, st, st.Log(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := SegmentStore{sl}
+		check(s, in)
+		if first, last, err := st.Log(7).Bounds(); err != nil || first != 0 || last != 0 {
+			t.Fatalf("store log after the move: %d–%d %v", first, last, err)
+		}
+		if v, err := old.GetUint64([]byte("CurrentTerm")); err != nil || v != 4 {
+			t.Fatalf("term after the move: %d %v", v, err)
+		}
+		if ok, err := raft.HasExistingState(s, old, raft.NewInmemSnapshotStore()); err != nil || !ok {
+			t.Fatalf("HasExistingState: %v %v", ok, err)
+		}
+		sl.Close()
+	}
+	// A move cut short (entries still in the store's log) starts again.
+	if err := old.StoreLogs(in[:10]); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := openSegmentStore(dir, st, st.Log(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SegmentStore{sl}
+	check(s, in[:10])
+	if err := s.DeleteRange(5, 10); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := s.LastIndex(); last != 4 {
+		t.Fatalf("LastIndex after a suffix deletion: %d", last)
+	}
+	sl.Close()
+}
+
 // listFSM is a Raft FSM that keeps the commands applied, in order.
 type listFSM struct {
 	mu   sync.Mutex
@@ -365,7 +449,8 @@ func TestRaftGroupsOnStore(t *testing.T) {
 }
 
 // BenchmarkRaftLogStore runs Raft's own LogStore and StableStore benchmarks
-// (github.com/hashicorp/raft/bench) on the adapter, with real syncs.
+// (github.com/hashicorp/raft/bench) on the adapters (the store's log, and a
+// data group's segment log), with real syncs.
 func BenchmarkRaftLogStore(b *testing.B) {
 	for name, fn := range map[string]func(*testing.B, raft.LogStore){
 		"FirstIndex": raftbench.FirstIndex, "LastIndex": raftbench.LastIndex, "GetLog": raftbench.GetLog,
@@ -375,6 +460,21 @@ func BenchmarkRaftLogStore(b *testing.B) {
 			st := openStore(b, b.TempDir(), true)
 			defer st.Close()
 			fn(b, NewRaftStore(st.Log(1)))
+		})
+	}
+	// (StoreLog and DeleteRange store index 0, which no Raft log has and
+	// a segment log refuses.)
+	for name, fn := range map[string]func(*testing.B, raft.LogStore){
+		"FirstIndex": raftbench.FirstIndex, "LastIndex": raftbench.LastIndex, "GetLog": raftbench.GetLog,
+		"StoreLogs": raftbench.StoreLogs,
+	} {
+		b.Run("segments/"+name, func(b *testing.B) {
+			sl, err := store.OpenSegmentLog(b.TempDir(), store.SegmentLogOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sl.Close()
+			fn(b, SegmentStore{sl})
 		})
 	}
 	for name, fn := range map[string]func(*testing.B, raft.StableStore){

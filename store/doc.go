@@ -1,8 +1,10 @@
 // Package store is the node's durable storage, on Badger (github.com/dgraph-io/badger/v4):
 // definitions (vhosts, users, permissions, topic permissions, exchanges, queues, bindings,
 // policies), the journal of durable queues' messages, and ordered logs (logs.go), one per
-// replication group, that a Raft LogStore and StableStore can wrap. It owns no broker
-// logic and imports nothing of Warren's (nor any Raft library).
+// replication group, that a Raft LogStore and StableStore can wrap. Beside Badger, a
+// SegmentLog (segments.go) is an ordered log in append-only files of a directory of its
+// own, for logs whose entries carry message bodies. It owns no broker logic and imports
+// nothing of Warren's (nor any Raft library).
 //
 // # Goroutines
 //
@@ -94,7 +96,10 @@
 // version it does not know (ErrSchemaVersion). Version 2 added chunked bodies, version 3
 // the ordered logs; both only added records, so Open upgrades a version-1 or -2
 // database in place: it deletes any key under 'r' (reserved before, never written) so
-// every log starts empty, and writes version 3, which older builds refuse. Messages,
+// every log starts empty, and writes the current version, which older builds refuse.
+// Version 4 changed no record (a data group's log entries moved out of the database,
+// into segment logs the cluster fills when it starts the group), so a version-3
+// database is only marked 4, its logs kept. Messages,
 // marks, streams and definitions are read as they are. A future layout change bumps the
 // version and migrates older databases in Open (upgrade, store.go).
 //

@@ -418,8 +418,8 @@ func TestLogAppendFaultFailsAlone(t *testing.T) {
 
 // TestSchemaVersion2Upgraded: a data dir of schema version 2 — what main
 // writes before the logs, with messages (one large), a delivery mark,
-// definitions and a stream — opens as version 3 with all of it, and its logs
-// start empty and work.
+// definitions and a stream — opens as the current version with all of it,
+// and its logs start empty and work.
 func TestSchemaVersion2Upgraded(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
@@ -477,7 +477,39 @@ func TestSchemaVersion2Upgraded(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if v, err := readUvarintRecord(item); err != nil || v != 3 {
+		if v, err := readUvarintRecord(item); err != nil || v != schemaVersion {
+			t.Errorf("schema version after upgrade: %d %v", v, err)
+		}
+		return nil
+	})
+}
+
+// TestSchemaVersion3Upgraded: a data dir of schema version 3 keeps its logs
+// (entries and values) when it is marked version 4.
+func TestSchemaVersion3Upgraded(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	appendRange(t, s.Log(7), 1, 5)
+	if err := s.Log(7).SetUint64([]byte("CurrentTerm"), 3); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, s)
+	rawUpdate(t, dir, func(txn *badger.Txn) error {
+		return txn.Set(schemaKey, sealRecord(binary.AppendUvarint(beginRecord(nil), 3)))
+	})
+	s = openTest(t, dir)
+	checkBounds(t, s.Log(7), 1, 5)
+	checkEntry(t, s.Log(7), 5)
+	if v, err := s.Log(7).Uint64([]byte("CurrentTerm")); err != nil || v != 3 {
+		t.Fatalf("value after upgrade: %d %v", v, err)
+	}
+	mustClose(t, s)
+	rawUpdate(t, dir, func(txn *badger.Txn) error {
+		item, err := txn.Get(schemaKey)
+		if err != nil {
+			return err
+		}
+		if v, err := readUvarintRecord(item); err != nil || v != 4 {
 			t.Errorf("schema version after upgrade: %d %v", v, err)
 		}
 		return nil

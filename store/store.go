@@ -16,8 +16,11 @@ import (
 // schemaVersion is the layout version this code reads and writes (see doc.go).
 // Version 2 added chunked message bodies (large.go), version 3 the ordered logs
 // (prefix 'r', logs.go); an older database has neither, and upgrade makes it
-// version 3.
-const schemaVersion = 3
+// version 4. Version 4 changed no record: a data group's log entries moved
+// out of the database into segment logs (segments.go), which the cluster
+// does when it starts each group; the version keeps builds that would look
+// for those entries in the database from opening it.
+const schemaVersion = 4
 
 const (
 	defaultGCInterval = time.Minute
@@ -67,7 +70,8 @@ type Config struct {
 
 // Store is the node's durable storage. All methods are safe for concurrent use.
 type Store struct {
-	dir string // the data directory, as given
+	dir    string // the data directory, as given
+	noSync bool   // Config.NoSync
 	// commitNs is how long the last group commit took to write and sync
 	// its batch, in nanoseconds (CommitLatency).
 	commitNs   atomic.Int64
@@ -168,6 +172,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		dir:        cfg.Dir,
+		noSync:     cfg.NoSync,
 		db:         db,
 		log:        log,
 		maxBatch:   cfg.MaxBatch,
@@ -213,7 +218,7 @@ func (s *Store) init() error {
 			}
 			switch v {
 			case schemaVersion:
-			case 1, 2:
+			case 1, 2, 3:
 				if err := s.upgrade(txn, v); err != nil {
 					return err
 				}
@@ -240,16 +245,19 @@ func (s *Store) init() error {
 // upgrade brings a database of schema version from up to schemaVersion, in
 // txn. Versions 2 and 3 only added records (chunked bodies, then the logs
 // under prefix 'r', which older builds never wrote): messages and definitions
-// stay as they are. Any key under 'r' is deleted all the same, so that a log
-// starts empty, and the new version is written so that older builds refuse the
-// database from now on.
+// stay as they are. Below version 3 any key under 'r' is deleted all the
+// same, so that a log starts empty; version 4 changed no record (its logs
+// stay). The new version is written so that older builds refuse the database
+// from now on.
 func (s *Store) upgrade(txn *badger.Txn, from uint64) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixLog}, PrefetchValues: false})
 	var stray [][]byte
-	for it.Rewind(); it.Valid(); it.Next() {
-		stray = append(stray, it.Item().KeyCopy(nil))
+	if from < 3 {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixLog}, PrefetchValues: false})
+		for it.Rewind(); it.Valid(); it.Next() {
+			stray = append(stray, it.Item().KeyCopy(nil))
+		}
+		it.Close()
 	}
-	it.Close()
 	for _, k := range stray {
 		if err := txn.Delete(k); err != nil {
 			return fmt.Errorf("store: upgrade from schema %d: %w", from, err)
@@ -286,6 +294,10 @@ func readUvarintRecord(item *badger.Item) (uint64, error) {
 // Close holds lifeMu only to set closed: the store's goroutines (the trimmer takes
 // lifeMu to read) are stopped and waited for after it is released, and Badger is
 // closed after them, when no call can use it any more.
+// NoSync reports whether the store was opened with Config.NoSync: logs kept
+// beside it (SegmentLog) skip their syncs too.
+func (s *Store) NoSync() bool { return s.noSync }
+
 func (s *Store) Close() error {
 	s.lifeMu.Lock()
 	if s.closed {
