@@ -45,6 +45,12 @@ import (
 // deletion need not be durable (entries it brings back after a crash are
 // committed ones), a suffix deletion is before it returns.
 //
+// The latest entries appended (up to segCacheBytes of data, segCacheEntries
+// entries) are also kept in memory: a Raft node reads each entry back right
+// after writing it (the leader to replicate it, every member to apply it),
+// and those reads do not touch the files. Append keeps the entries' slices
+// for that: the caller must not change them afterwards.
+//
 // All methods are safe for concurrent use; appends and deletions are
 // serialised, reads run beside them.
 type SegmentLog struct {
@@ -52,14 +58,68 @@ type SegmentLog struct {
 	segSize int64
 	noSync  bool
 
-	// wmu serialises appends and deletions.
+	// wmu serialises appends and deletions; buf (under wmu) is the
+	// encoding buffer of appends.
 	wmu sync.Mutex
-	// mu guards segs and first; readers hold it shared while they read a
-	// file, so no file is closed under them.
+	buf []byte
+	// mu guards segs, first and the cache; readers hold it shared while
+	// they read a file, so no file is closed under them.
 	mu     sync.RWMutex
 	segs   []*segment
 	first  uint64
 	closed bool
+	// cache holds the latest entries appended, of consecutive indexes;
+	// cacheSize is the length of their data and extensions.
+	cache     []LogEntry
+	cacheSize int
+}
+
+const (
+	segCacheBytes   = 2 << 20
+	segCacheEntries = 512
+	// segBufKeep is the largest encoding buffer an append keeps for the
+	// next.
+	segBufKeep = 4 << 20
+)
+
+// cacheAdd adds entries (consecutive, following any cached) to the cache
+// and evicts the oldest beyond its bounds. Hold mu.
+func (l *SegmentLog) cacheAdd(entries []LogEntry) {
+	if n := len(l.cache); n > 0 && l.cache[n-1].Index+1 != entries[0].Index {
+		l.cacheDropFrom(0)
+	}
+	for i := range entries {
+		l.cache = append(l.cache, entries[i])
+		l.cacheSize += len(entries[i].Data) + len(entries[i].Extensions)
+	}
+	k := 0
+	for k < len(l.cache) && (l.cacheSize > segCacheBytes || len(l.cache)-k > segCacheEntries) {
+		l.cacheSize -= len(l.cache[k].Data) + len(l.cache[k].Extensions)
+		l.cache[k] = LogEntry{}
+		k++
+	}
+	l.cache = l.cache[k:]
+}
+
+// cacheDropFrom drops the cached entries from index on (all with 0).
+// Hold mu.
+func (l *SegmentLog) cacheDropFrom(index uint64) {
+	for n := len(l.cache); n > 0 && l.cache[n-1].Index >= index; n-- {
+		l.cacheSize -= len(l.cache[n-1].Data) + len(l.cache[n-1].Extensions)
+		l.cache[n-1] = LogEntry{}
+		l.cache = l.cache[:n-1]
+	}
+}
+
+// cacheDropBelow drops the cached entries below index. Hold mu.
+func (l *SegmentLog) cacheDropBelow(index uint64) {
+	k := 0
+	for k < len(l.cache) && l.cache[k].Index < index {
+		l.cacheSize -= len(l.cache[k].Data) + len(l.cache[k].Extensions)
+		l.cache[k] = LogEntry{}
+		k++
+	}
+	l.cache = l.cache[k:]
 }
 
 type segment struct {
@@ -286,6 +346,7 @@ func (l *SegmentLog) Close() error {
 	defer l.mu.Unlock()
 	l.closeFiles()
 	l.closed = true
+	l.cacheDropFrom(0)
 	return nil
 }
 
@@ -333,6 +394,9 @@ func (l *SegmentLog) find(index uint64) (*segment, int) {
 func (l *SegmentLog) Entry(index uint64) (LogEntry, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	if n := len(l.cache); n > 0 && index >= l.cache[0].Index && index <= l.cache[n-1].Index {
+		return l.cache[index-l.cache[0].Index], nil
+	}
 	s, p := l.find(index)
 	if s == nil {
 		return LogEntry{}, ErrNotFound
@@ -454,11 +518,16 @@ func (l *SegmentLog) appendRun(entries []LogEntry) error {
 		}
 		first, last = l.Bounds()
 	}
-	var buf []byte
+	buf := l.buf[:0]
 	offs := make([]int64, len(entries))
 	for i := range entries {
 		offs[i] = int64(len(buf))
 		buf = appendSegRecord(buf, &entries[i])
+	}
+	if cap(buf) <= segBufKeep {
+		l.buf = buf
+	} else {
+		l.buf = nil
 	}
 	l.mu.Lock()
 	var tail *segment
@@ -505,6 +574,7 @@ func (l *SegmentLog) appendRun(entries []LogEntry) error {
 	if l.first == 0 {
 		l.first = idx
 	}
+	l.cacheAdd(entries)
 	l.mu.Unlock()
 	return nil
 }
@@ -524,6 +594,7 @@ func (l *SegmentLog) newSegment(base uint64) (*segment, error) {
 		}
 		l.segs = nil
 		l.first = 0
+		l.cacheDropFrom(0)
 		l.mu.Unlock()
 	}
 	f, err := os.OpenFile(l.segPath(base), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
@@ -574,6 +645,7 @@ func (l *SegmentLog) deleteLocked(min, max uint64) error {
 		}
 		l.segs = nil
 		l.first = 0
+		l.cacheDropFrom(0)
 		l.mu.Unlock()
 		os.Remove(filepath.Join(l.dir, segFirstFile))
 		if err := l.syncDir(); err != nil {
@@ -600,6 +672,7 @@ func (l *SegmentLog) deletePrefix(from uint64) error {
 	l.first = from
 	l.fixFirst()
 	first := l.first
+	l.cacheDropBelow(first)
 	cut := len(l.segs) > 0 && first > l.segs[0].base
 	l.mu.Unlock()
 	for _, s := range gone {
@@ -633,6 +706,9 @@ func (l *SegmentLog) deletePrefix(from uint64) error {
 // between leaves a shorter suffix deleted, never a gap. Hold wmu.
 func (l *SegmentLog) deleteSuffix(from uint64) error {
 	l.mu.Lock()
+	// The cache first: an entry from there on is never read again, even
+	// if the deletion fails half way.
+	l.cacheDropFrom(from)
 	var gone []*segment
 	for len(l.segs) > 0 && l.segs[len(l.segs)-1].base >= from {
 		gone = append(gone, l.segs[len(l.segs)-1])
