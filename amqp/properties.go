@@ -1,6 +1,9 @@
 package amqp
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // Property flag bits of class basic (0-9-1 §4.2.6.1): bit 15 is the first
 // property, bit 0 says another flag word follows.
@@ -355,6 +358,70 @@ func PeekHeader(payload []byte, name string) (typ byte, raw []byte, ok bool) {
 		t = t[n:]
 	}
 	return 0, nil, false
+}
+
+// AppendHeaderInt64 appends to dst payload, a header frame payload, with
+// the entry name set to the long-long integer v ('l') in its headers table:
+// added at the table's end, or in a new table when it has none. It does not
+// decode the table (only the entries are stepped over, looking for name),
+// and reports false, appending nothing, when the table has name already or
+// the payload is malformed; the caller decodes it then.
+func AppendHeaderInt64(dst, payload []byte, name string, v int64) ([]byte, bool) {
+	if len(name) > 255 {
+		return dst, false
+	}
+	if _, _, err := ParseContentHeaderPrefix(payload); err != nil {
+		return dst, false
+	}
+	d := decoder{b: payload, off: contentHeaderPrefix}
+	flags := skipFlagWords(&d)
+	if flags&FlagContentType != 0 {
+		d.bytes(uint64(d.uint8()))
+	}
+	if flags&FlagContentEncoding != 0 {
+		d.bytes(uint64(d.uint8()))
+	}
+	if d.bad {
+		return dst, false
+	}
+	at := d.off
+	var table []byte
+	rest := at
+	if flags&FlagHeaders != 0 {
+		table = d.bytes(uint64(d.uint32()))
+		if d.bad {
+			return dst, false
+		}
+		rest = d.off
+		for t := table; len(t) > 0; {
+			kl := int(t[0])
+			if len(t) < 1+kl+1 {
+				return dst, false
+			}
+			key := t[1 : 1+kl]
+			t = t[1+kl:]
+			n := valueLen(t)
+			if n <= 0 || n > len(t) || string(key) == name {
+				return dst, false
+			}
+			t = t[n:]
+		}
+	}
+	entry := 1 + len(name) + 9
+	if uint64(len(table))+uint64(entry) > math.MaxUint32 {
+		return dst, false
+	}
+	start := len(dst)
+	dst = append(dst, payload[:at]...)
+	// The headers bit of the first flag word.
+	dst[start+contentHeaderPrefix] |= byte(FlagHeaders >> 8)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(table)+entry))
+	dst = append(dst, table...)
+	dst = append(dst, byte(len(name)))
+	dst = append(dst, name...)
+	dst = append(dst, 'l')
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v))
+	return append(dst, payload[rest:]...), true
 }
 
 // valueLen is the encoded length of the typed value at the start of b

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
@@ -215,5 +216,64 @@ func TestDecodePropertiesReuseNoAlloc(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = DecodeContentHeader(b, &h) }); n != 0 {
 		t.Errorf("reused DecodeContentHeader: %v allocs", n)
+	}
+}
+
+// TestAppendHeaderInt64: the entry is added to the table there is, or in a
+// new one, and every other property decodes as before; a table that has
+// the name already, or a malformed payload, is left to the caller.
+func TestAppendHeaderInt64(t *testing.T) {
+	cases := []Properties{{}, {ContentType: "text/plain"}, {ContentEncoding: "gzip", DeliveryMode: 2},
+		{Headers: Table{}}, {Headers: Table{"a": "b", "n": int32(7)}, Priority: 3}, fullProperties()}
+	for i := range 14 {
+		p, _ := setProperty(i)
+		cases = append(cases, p)
+	}
+	for _, p := range cases {
+		h := ContentHeader{ClassID: 60, BodySize: 42, Properties: p}
+		payload, err := h.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, ok := AppendHeaderInt64([]byte("prefix"), payload, "x-stream-offset", 1<<40+3)
+		if !ok {
+			t.Fatalf("%+v: refused", p)
+		}
+		if string(out[:6]) != "prefix" {
+			t.Fatalf("dst's bytes changed: %q", out[:6])
+		}
+		var got ContentHeader
+		if err := DecodeContentHeader(out[6:], &got); err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		want := h
+		want.Properties.Headers = Table{"x-stream-offset": int64(1<<40 + 3)}
+		for k, v := range p.Headers {
+			want.Properties.Headers[k] = v
+		}
+		got.Properties.Flags, want.Properties.Flags = 0, 0
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("got %+v\nwant %+v", got, want)
+		}
+		if _, ok := AppendHeaderInt64(nil, out[6:], "x-stream-offset", 1); ok {
+			t.Fatalf("%+v: a second entry of the same name added", p)
+		}
+		// Cut anywhere up to the end of the headers table (or of
+		// what precedes its place), the payload is refused.
+		end := 14
+		if p.ContentType != "" {
+			end += 1 + len(p.ContentType)
+		}
+		if p.ContentEncoding != "" {
+			end += 1 + len(p.ContentEncoding)
+		}
+		if p.Headers != nil {
+			end += 4 + int(binary.BigEndian.Uint32(payload[end:]))
+		}
+		for cut := range end {
+			if _, ok := AppendHeaderInt64(nil, payload[:cut], "x-stream-offset", 1); ok {
+				t.Fatalf("%+v: payload cut at %d of %d accepted", p, cut, end)
+			}
+		}
 	}
 }

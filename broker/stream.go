@@ -474,6 +474,15 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 // streamHeader returns the content header with x-stream-offset set to off
 // and the message's x-stream-filter-value.
 func streamHeader(header []byte, off uint64) ([]byte, string) {
+	if out, ok := amqp.AppendHeaderInt64(make([]byte, 0, len(header)+32), header, "x-stream-offset", int64(off)); ok {
+		// The common case: no x-stream-offset of the publisher's to
+		// replace, and nothing decoded.
+		var filter string
+		if typ, raw, ok := amqp.PeekHeader(header, "x-stream-filter-value"); ok && typ == 'S' {
+			filter = string(raw)
+		}
+		return out, filter
+	}
 	var h amqp.ContentHeader
 	if err := amqp.DecodeContentHeader(header, &h); err != nil {
 		return header, ""

@@ -169,15 +169,29 @@ func (g *QueueGroup) applyStreamLocked(kind byte, r *GroupResult, d *linkDecoder
 	case streamOpAppend:
 		cmd = queue.StreamCmd{Op: queue.StreamAppendChunk, Now: int64(d.u())}
 		n := d.u()
-		if d.err != nil || n > uint64(len(d.b)) {
+		// A message takes six bytes at the least (six varints).
+		if d.err != nil || n > uint64(len(d.b))/6 {
 			r.Err = ErrGroupCommand
 			return
 		}
 		cmd.Entries = make([]queue.StreamEntry, 0, n)
 		next := gs.s.NextOffset()
-		for range n {
+		// The messages of an append mostly share their exchange and
+		// routing key: one string each for a run of equal ones.
+		var ex, rk string
+		// One allocation for the messages of the chunk, which live as
+		// long as one another (the stream's cache holds chunks).
+		msgs := make([]queue.Message, n)
+		for i := range n {
 			pub, seq := d.u(), d.u()
-			m := &queue.Message{Exchange: d.s(), RoutingKey: d.s(), Persistent: true}
+			if b := d.raw(); string(b) != ex {
+				ex = string(b)
+			}
+			if b := d.raw(); string(b) != rk {
+				rk = string(b)
+			}
+			m := &msgs[i]
+			m.Exchange, m.RoutingKey, m.Persistent = ex, rk, true
 			header, body := d.raw(), d.raw()
 			if d.err != nil {
 				r.Err = ErrGroupCommand
