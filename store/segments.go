@@ -75,11 +75,11 @@ type SegmentLog struct {
 }
 
 const (
-	segCacheBytes   = 2 << 20
+	segCacheBytes   = 1 << 20
 	segCacheEntries = 512
 	// segBufKeep is the largest encoding buffer an append keeps for the
 	// next.
-	segBufKeep = 4 << 20
+	segBufKeep = 1 << 20
 )
 
 // cacheAdd adds entries (consecutive, following any cached) to the cache
