@@ -419,13 +419,13 @@ func replMessage(m *store.Message) *queue.Message {
 
 // bytes returns the body bytes of queue k's ready messages on this
 // replica, and how many of them (and their bytes) are paged out.
-func (g *QueueGroup) bytes(k GroupQueueKey) (ready int64, paged int, pagedBytes int64) {
+func (g *QueueGroup) bytes(k GroupQueueKey) (ready int64, paged int, pagedBytes, unacked int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.queues[k]
 	if q == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	paged, pagedBytes = q.Paged()
-	return q.ReadyBytes(), paged, pagedBytes
+	return q.ReadyBytes(), paged, pagedBytes, q.UnackedBytes()
 }

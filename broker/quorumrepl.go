@@ -1512,7 +1512,7 @@ func (qe *queueEntity) replInfo(qi QueueInfo) (QueueInfo, bool) {
 	r.mu.Unlock()
 	if m != nil && qe.stream == nil {
 		qi.Ready, qi.Unacked, qi.Consumers, _ = m.Counts(qe.repl.key)
-		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes = m.bytes(qe.repl.key)
+		qi.ReadyBytes, qi.PagedOut, qi.PagedOutBytes, qi.UnackedBytes = m.bytes(qe.repl.key)
 		qi.DeadLettered, qi.DeadLetteredBytes = m.discardCount(qe.repl.key)
 	}
 	qg := b.cfg.QuorumGroups

@@ -56,6 +56,13 @@ type QueueInfo struct {
 	// the ready ones.
 	Ready, Unacked int
 	ReadyBytes     int64
+	// UnackedBytes is the body size of the unacknowledged deliveries.
+	UnackedBytes int64
+	// HeadTimestamp is the timestamp property of the next message to go
+	// (HasHeadTimestamp false when it has none, the queue is empty or its
+	// head is paged out): RabbitMQ's head_message_timestamp.
+	HeadTimestamp    int64
+	HasHeadTimestamp bool
 	// PagedOut and PagedOutBytes count the ready messages whose bodies
 	// are paged out of RAM to the store, and those bodies' bytes.
 	PagedOut      int
@@ -275,7 +282,14 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 		return qi, false
 	}
 	qi.Ready, qi.Unacked, qi.ReadyBytes = qe.q.Ready(), qe.q.Unacked(), qe.q.ReadyBytes()
+	qi.UnackedBytes = qe.q.UnackedBytes()
 	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
+	if m := qe.q.HeadMessage(); m != nil && qe.stream == nil {
+		var p amqp.Properties
+		if len(m.Header) > 12 && amqp.DecodeProperties(m.Header[12:], &p) == nil && p.Flags&amqp.FlagTimestamp != 0 {
+			qi.HeadTimestamp, qi.HasHeadTimestamp = int64(p.Timestamp), true
+		}
+	}
 	qi.Type = qe.typeName()
 	qi.Consumers = qe.q.ConsumerCount()
 	qi.Stats = qe.stats.export()

@@ -29,6 +29,7 @@ type Queue struct {
 	hiReady  int    // entries in hi
 	nextSeq  uint64
 	unacked  int
+	ackedLen int64 // bytes of the unacknowledged bodies
 	readyLen int64 // bytes of ready bodies
 	paged    int   // ready entries whose message is paged out
 	pagedLen int64 // bytes of their bodies
@@ -80,6 +81,18 @@ func (q *Queue) ReadyBytes() int64 { return q.readyLen }
 
 // Unacked is the number of deliveries awaiting settlement.
 func (q *Queue) Unacked() int { return q.unacked }
+
+// UnackedBytes is the body size of the deliveries awaiting settlement.
+func (q *Queue) UnackedBytes() int64 { return q.ackedLen }
+
+// HeadMessage is the message the next delivery would take, nil when the
+// queue has none ready or its body is paged out.
+func (q *Queue) HeadMessage() *Message {
+	if q.Ready() == 0 {
+		return nil
+	}
+	return q.headMsg()
+}
 
 // ConsumerCount is the number of consumers.
 func (q *Queue) ConsumerCount() int { return len(q.consumers) }

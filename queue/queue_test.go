@@ -255,3 +255,44 @@ func TestPurgeKeepsSmallBuffer(t *testing.T) {
 		t.Fatalf("ready %d", q.Ready())
 	}
 }
+
+// TestUnackedBytesAndHead: the body bytes of the unacknowledged deliveries
+// follow gets, settlements and returns; HeadMessage is the next to go.
+func TestUnackedBytesAndHead(t *testing.T) {
+	q := New()
+	if q.HeadMessage() != nil {
+		t.Fatal("head of an empty queue")
+	}
+	var ms []*Message
+	for _, n := range []int{10, 20, 30} {
+		m := &Message{Body: make([]byte, n)}
+		ms = append(ms, m)
+		q.Publish(m)
+	}
+	if q.HeadMessage() != ms[0] {
+		t.Fatal("head is not the first published")
+	}
+	a, _ := q.Get(false)
+	b, _ := q.Get(false)
+	if got := q.UnackedBytes(); got != 30 {
+		t.Fatalf("unacked bytes after two gets: %d", got)
+	}
+	if q.HeadMessage() != ms[2] {
+		t.Fatal("head after two gets")
+	}
+	if _, ok := q.Settle(a.Seq); !ok {
+		t.Fatal("settle")
+	}
+	if got := q.UnackedBytes(); got != 20 {
+		t.Fatalf("unacked bytes after a settlement: %d", got)
+	}
+	if !q.Return(b.Seq) {
+		t.Fatal("return")
+	}
+	if got := q.UnackedBytes(); got != 0 {
+		t.Fatalf("unacked bytes after a return: %d", got)
+	}
+	if q.HeadMessage() != ms[1] {
+		t.Fatal("a returned message is not the head again")
+	}
+}

@@ -201,6 +201,7 @@ func (h *heldSet) appendSeqs(seqs []uint64) []uint64 {
 func (q *Queue) hold(s *slot, c *Consumer) {
 	q.held.add(s, c)
 	q.unacked++
+	q.ackedLen += int64(s.size)
 	if c != nil {
 		c.unacked++
 	}
@@ -210,6 +211,7 @@ func (q *Queue) hold(s *slot, c *Consumer) {
 func (q *Queue) holdCell(x *cell, seq uint64, c *Consumer) {
 	q.held.addCell(x, seq, c)
 	q.unacked++
+	q.ackedLen += int64(x.size)
 	if c != nil {
 		c.unacked++
 	}
@@ -225,6 +227,7 @@ func (q *Queue) release(seq uint64, h *held) bool {
 		q.mg.released(seq)
 	}
 	q.unacked--
+	q.ackedLen -= int64(h.s.size)
 	if h.c != nil {
 		h.c.unacked--
 	}

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -89,4 +91,90 @@ func TestAPISingleActiveConsumerTag(t *testing.T) {
 	}
 	waitFor(t, "second to be active", func() bool { return tag("sac") == "second" })
 	jsonEqual(t, e.must(200, "GET", "/api/extensions", nil), `[]`)
+}
+
+// TestAPIQueueFieldsAsRabbitMQ: the queue fields RabbitMQ reports that
+// monitoring reads — unacknowledged bytes, the head message's timestamp,
+// consumer capacity, an estimate of memory, idle_since once the queue's
+// counters stop changing, and a quorum or stream queue's members on a
+// single node.
+func TestAPIQueueFieldsAsRabbitMQ(t *testing.T) {
+	e := newEnv(t)
+	ch := e.channel()
+	if _, err := ch.QueueDeclare("cq", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct{ name, typ string }{{"qq", "quorum"}, {"sq", "stream"}} {
+		if _, err := ch.QueueDeclare(q.name, true, false, false, false, amqp091.Table{"x-queue-type": q.typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(q string) map[string]any { return e.must(200, "GET", "/api/queues/%2F/"+q, nil).obj(t) }
+	q := get("cq")
+	if q["head_message_timestamp"] != nil || q["consumer_capacity"] != 0.0 || q["message_bytes_unacknowledged"] != 0.0 {
+		t.Fatalf("empty queue: %v %v %v", q["head_message_timestamp"], q["consumer_capacity"], q["message_bytes_unacknowledged"])
+	}
+	empty := q["memory"].(float64)
+	for i, ts := range []int64{1700000000, 1700000100} {
+		if err := ch.Publish("", "cq", false, false, amqp091.Publishing{Body: make([]byte, 100*(i+1)), Timestamp: time.Unix(ts, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "two messages", func() bool { return get("cq")["messages"] == 2.0 })
+	q = get("cq")
+	if q["head_message_timestamp"] != 1700000000.0 || q["message_bytes"] != 300.0 || q["memory"].(float64) < empty+300 {
+		t.Fatalf("two ready: head %v, bytes %v, memory %v (empty %v)", q["head_message_timestamp"], q["message_bytes"], q["memory"], empty)
+	}
+	d, ok, err := ch.Get("cq", false)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	q = get("cq")
+	if q["head_message_timestamp"] != 1700000100.0 || q["message_bytes_unacknowledged"] != 100.0 || q["message_bytes"] != 300.0 ||
+		q["message_bytes_ready"] != 200.0 {
+		t.Fatalf("one got: %v", q)
+	}
+	if err := d.Ack(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Consume("cq", "c", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the consumer to take the rest", func() bool {
+		q := get("cq")
+		return q["messages_ready"] == 0.0 && q["consumer_capacity"] == 1.0 && q["consumer_utilisation"] == 1.0
+	})
+	// Idle once two samples of its counters are the same.
+	now := time.Now()
+	e.srv.sample(now.Add(-10 * time.Second))
+	if _, idle := get("cq")["idle_since"]; idle {
+		t.Fatal("idle_since after one sample")
+	}
+	e.srv.sample(now.Add(-5 * time.Second))
+	if since, idle := get("cq")["idle_since"]; !idle || !strings.HasSuffix(since.(string), "+00:00") {
+		t.Fatalf("idle_since %v (present %v) after two equal samples", since, idle)
+	}
+	if err := ch.Publish("", "cq", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery", func() bool { return get("cq")["messages_unacknowledged"] == 2.0 })
+	e.srv.sample(now)
+	if since, idle := get("cq")["idle_since"]; idle {
+		t.Fatalf("idle_since %v after a publish", since)
+	}
+	node := get("cq")["node"]
+	for _, name := range []string{"qq", "sq"} {
+		q := get(name)
+		members, _ := q["members"].([]any)
+		online, _ := q["online"].([]any)
+		if len(members) != 1 || members[0] != node || len(online) != 1 || online[0] != node {
+			t.Fatalf("%s: members %v online %v, want [%v]", name, q["members"], q["online"], node)
+		}
+		if _, ok := q["idle_since"]; ok {
+			t.Fatalf("%s: idle_since on a %s queue", name, q["type"])
+		}
+	}
+	if q := get("qq"); q["leader"] != node || q["consumer_capacity"] != 0.0 {
+		t.Fatalf("qq: leader %v, consumer_capacity %v", q["leader"], q["consumer_capacity"])
+	}
 }

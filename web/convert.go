@@ -161,6 +161,14 @@ func propertiesFromJSON(m map[string]any) (amqp.Properties, error) {
 	return p, nil
 }
 
+// queueEntryBytes and queueBaseBytes are the per-message and per-queue
+// RAM of a queue's memory estimate: a ready-list or unacknowledged entry
+// with its message record, and the queue's own structures.
+const (
+	queueEntryBytes = 160
+	queueBaseBytes  = 2048
+)
+
 func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	v := s.rates.view(queueKey(q), rs)
 	vals := queueValues(q)
@@ -186,6 +194,13 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 		if q.Unavailable {
 			it["state"] = "minority"
 		}
+	} else if q.Type == "quorum" || q.Type == "stream" {
+		// On a single node: the node is its only member.
+		self := it["node"].(string)
+		it["members"], it["online"] = []string{self}, []string{self}
+		if q.Type == "quorum" {
+			it["leader"] = self
+		}
 	}
 	it["type"] = orDefault(q.Type, "classic")
 	it["policy"] = orNil(pol)
@@ -193,15 +208,43 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["effective_policy_definition"] = amqp.TableJSON(effective)
 	it["exclusive_consumer_tag"] = nil
 	it["recoverable_slaves"] = nil
-	it["message_bytes"] = q.ReadyBytes
+	it["message_bytes"] = q.ReadyBytes + q.UnackedBytes
 	it["message_bytes_ready"] = q.ReadyBytes
+	it["message_bytes_unacknowledged"] = q.UnackedBytes
 	it["messages_paged_out"] = q.PagedOut
 	it["message_bytes_paged_out"] = q.PagedOutBytes
 	it["messages_ram"] = q.Ready - q.PagedOut + q.Unacked
 	it["messages_ready_ram"] = q.Ready - q.PagedOut
 	it["messages_unacknowledged_ram"] = q.Unacked
-	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes
+	it["message_bytes_ram"] = q.ReadyBytes - q.PagedOutBytes + q.UnackedBytes
 	it["consumers"] = q.Consumers
+	// Per-channel and per-exchange details RabbitMQ lists when its
+	// detailed statistics are on (they are off by default): none here.
+	it["deliveries"], it["incoming"] = []any{}, []any{}
+	// memory: an estimate of what the queue holds in RAM — the bodies
+	// of its resident and unacknowledged messages and a per-message
+	// index entry (headers and properties not counted).
+	inRAM := q.Ready - q.PagedOut + q.Unacked
+	it["memory"] = q.ReadyBytes - q.PagedOutBytes + q.UnackedBytes + int64(inRAM)*queueEntryBytes + queueBaseBytes
+	if q.Type != "stream" {
+		// As RabbitMQ reports it: 1 while the queue can hand a message
+		// to a consumer at once (it has consumers and no message waits
+		// for them), 0 otherwise; read now, not averaged.
+		capacity := 0.0
+		if q.Consumers > 0 && q.Ready == 0 {
+			capacity = 1.0
+		}
+		it["consumer_capacity"], it["consumer_utilisation"] = capacity, capacity
+	}
+	if orDefault(q.Type, "classic") == "classic" {
+		it["head_message_timestamp"] = nil
+		if q.HasHeadTimestamp {
+			it["head_message_timestamp"] = q.HeadTimestamp
+		}
+		if ms, idle := v.idleSince(); idle {
+			it["idle_since"] = time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000+00:00")
+		}
+	}
 	// As RabbitMQ: null unless the queue has single active consumer
 	// and an active one.
 	it["single_active_consumer_tag"] = orNil(q.ActiveConsumer)

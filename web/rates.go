@@ -172,6 +172,10 @@ type series struct {
 	vals []float64
 	n    int    // samples taken, up to 2
 	gen  uint32 // of the last tick that put it
+	// changed is when a sample last differed from the one before it (the
+	// first sample counts as a change; unix ms): the object has been idle
+	// since then when the last sample is later (RabbitMQ's idle_since).
+	changed int64
 	// fine is the history at the sample interval, coarse at one minute
 	// (nil when not kept).
 	fine, coarse *ring
@@ -235,6 +239,9 @@ func (s *series) record(ms int64, v *values) {
 		copy(s.vals[w:], v[:])
 	}
 	s.t[0], s.t[1] = s.t[1], ms
+	if s.n == 0 || !slices.Equal(s.vals[:w], s.vals[w:]) {
+		s.changed = ms
+	}
 	if s.n < 2 {
 		s.n++
 	}
@@ -426,11 +433,20 @@ func (r *rates) view(k seriesKey, rs ranges) view {
 		}
 	}
 	// Copy the last samples: the sampler goes on meanwhile.
-	v := view{r: r, s: &series{kind: s.kind, t: s.t, vals: slices.Clone(s.vals), n: s.n}, rs: rs, now: now}
+	v := view{r: r, s: &series{kind: s.kind, t: s.t, vals: slices.Clone(s.vals), n: s.n, changed: s.changed}, rs: rs, now: now}
 	if rs.any() {
 		v.live = s
 	}
 	return v
+}
+
+// idleSince is when the object's sampled values last changed, and whether
+// they have stayed the same since (its last two samples are equal).
+func (v view) idleSince() (int64, bool) {
+	if v.s == nil || v.s.n < 2 || v.s.changed >= v.s.t[1] {
+		return 0, false
+	}
+	return v.s.changed, true
 }
 
 // rate is the per-second change of f between the last two samples.
