@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"testing"
@@ -215,6 +216,28 @@ func FuzzDecodeContentHeader(f *testing.F) {
 		var h ContentHeader
 		err := DecodeContentHeader(payload, &h)
 		dm, pri, exp, perr := PeekDeliveryModePriorityExpiration(payload)
+		spliced, sok := AppendHeaderInt64(nil, payload, "x-stream-offset", -7)
+		if err == nil {
+			// A valid header takes the entry unless it has it already,
+			// and decodes as before with it.
+			_, had := h.Properties.Headers["x-stream-offset"]
+			if sok == had {
+				t.Fatalf("AppendHeaderInt64 ok %v with the entry there %v", sok, had)
+			}
+			if sok {
+				var h2 ContentHeader
+				if err := DecodeContentHeader(spliced, &h2); err != nil {
+					t.Fatalf("spliced header does not decode: %v", err)
+				}
+				want := h
+				want.Properties.Headers = Table{"x-stream-offset": int64(-7)}
+				maps.Copy(want.Properties.Headers, h.Properties.Headers)
+				want.Properties.Flags |= FlagHeaders
+				if !headersEqual(&h2, &want) {
+					t.Fatalf("spliced: %+v, want %+v", h2, want)
+				}
+			}
+		}
 		if err != nil {
 			checkDecodeError(t, err)
 			if perr != nil {
