@@ -41,29 +41,13 @@ func (s RaftStore) LastIndex() (uint64, error) {
 
 func (s RaftStore) GetLog(index uint64, out *raft.Log) error {
 	e, err := s.l.Entry(index)
-	if errors.Is(err, store.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
-	if err != nil {
-		return err
-	}
-	*out = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Extensions}
-	if e.AppendedAt != 0 {
-		out.AppendedAt = time.Unix(0, e.AppendedAt)
-	}
-	return nil
+	return raftLog(e, err, out)
 }
 
 func (s RaftStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s RaftStore) StoreLogs(logs []*raft.Log) error {
-	es := make([]store.LogEntry, len(logs))
-	for i, l := range logs {
-		es[i] = store.LogEntry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Extensions: l.Extensions}
-		if !l.AppendedAt.IsZero() {
-			es[i].AppendedAt = l.AppendedAt.UnixNano()
-		}
-	}
+	es := logEntries(logs)
 	return s.l.AppendWait(es)
 }
 
@@ -89,6 +73,34 @@ func (s RaftStore) GetUint64(key []byte) (uint64, error) {
 	return v, err
 }
 
+// raftLog is what GetLog answers for entry e read with err: a missing
+// entry is raft.ErrLogNotFound.
+func raftLog(e store.LogEntry, err error, out *raft.Log) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return raft.ErrLogNotFound
+	}
+	if err != nil {
+		return err
+	}
+	*out = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Extensions}
+	if e.AppendedAt != 0 {
+		out.AppendedAt = time.Unix(0, e.AppendedAt)
+	}
+	return nil
+}
+
+// logEntries are Raft's logs as store entries (sharing their slices).
+func logEntries(logs []*raft.Log) []store.LogEntry {
+	es := make([]store.LogEntry, len(logs))
+	for i, l := range logs {
+		es[i] = store.LogEntry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Extensions: l.Extensions}
+		if !l.AppendedAt.IsZero() {
+			es[i].AppendedAt = l.AppendedAt.UnixNano()
+		}
+	}
+	return es
+}
+
 // SegmentStore adapts a store.SegmentLog to raft.LogStore: a data group's
 // entries, which carry message bodies, are appended to files of the group's
 // own (one write and one fdatasync each) instead of going through Badger;
@@ -109,29 +121,13 @@ func (s SegmentStore) LastIndex() (uint64, error) {
 
 func (s SegmentStore) GetLog(index uint64, out *raft.Log) error {
 	e, err := s.l.Entry(index)
-	if errors.Is(err, store.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
-	if err != nil {
-		return err
-	}
-	*out = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Extensions}
-	if e.AppendedAt != 0 {
-		out.AppendedAt = time.Unix(0, e.AppendedAt)
-	}
-	return nil
+	return raftLog(e, err, out)
 }
 
 func (s SegmentStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s SegmentStore) StoreLogs(logs []*raft.Log) error {
-	es := make([]store.LogEntry, len(logs))
-	for i, l := range logs {
-		es[i] = store.LogEntry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Extensions: l.Extensions}
-		if !l.AppendedAt.IsZero() {
-			es[i].AppendedAt = l.AppendedAt.UnixNano()
-		}
-	}
+	es := logEntries(logs)
 	return s.l.Append(es)
 }
 

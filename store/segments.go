@@ -587,15 +587,7 @@ func (l *SegmentLog) newSegment(base uint64) (*segment, error) {
 	l.mu.RUnlock()
 	if empty {
 		// A log starting again (at any index): no segment left.
-		l.mu.Lock()
-		for _, s := range l.segs {
-			s.f.Close()
-			os.Remove(l.segPath(s.base))
-		}
-		l.segs = nil
-		l.first = 0
-		l.cacheDropFrom(0)
-		l.mu.Unlock()
+		l.dropAll()
 	}
 	f, err := os.OpenFile(l.segPath(base), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
@@ -638,15 +630,7 @@ func (l *SegmentLog) deleteLocked(min, max uint64) error {
 	}
 	switch {
 	case min <= first && max >= last:
-		l.mu.Lock()
-		for _, s := range l.segs {
-			s.f.Close()
-			os.Remove(l.segPath(s.base))
-		}
-		l.segs = nil
-		l.first = 0
-		l.cacheDropFrom(0)
-		l.mu.Unlock()
+		l.dropAll()
 		os.Remove(filepath.Join(l.dir, segFirstFile))
 		if err := l.syncDir(); err != nil {
 			return fmt.Errorf("store: segment log %s: %w", l.dir, err)
@@ -658,6 +642,19 @@ func (l *SegmentLog) deleteLocked(min, max uint64) error {
 		return l.deleteSuffix(min)
 	}
 	return fmt.Errorf("store: segment log %s: deletion of %d–%d inside %d–%d", l.dir, min, max, first, last)
+}
+
+// dropAll removes every segment. Hold wmu.
+func (l *SegmentLog) dropAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.segs {
+		s.f.Close()
+		os.Remove(l.segPath(s.base))
+	}
+	l.segs = nil
+	l.first = 0
+	l.cacheDropFrom(0)
 }
 
 // deletePrefix makes from the first index: segments wholly below it are
