@@ -132,8 +132,11 @@ func streamStatusCommand() *cli.Command {
 				return fmt.Errorf("%s is not a stream", name)
 			}
 			w := cc.App.Writer
+			if q.Leader != "" {
+				fmt.Fprintf(w, "leader\t%s\n", q.Leader)
+			}
 			if len(q.Members) > 0 {
-				fmt.Fprintf(w, "leader\t%s\nmembers\t%s\nonline\t%s\n", q.Leader, strings.Join(q.Members, ","), strings.Join(q.Online, ","))
+				fmt.Fprintf(w, "members\t%s\nonline\t%s\n", strings.Join(q.Members, ","), strings.Join(q.Online, ","))
 			}
 			s := q.Stream
 			fmt.Fprintf(w, "first_offset\t%d\nnext_offset\t%d\ncommitted_offset\t%d\n", s.First, s.Next, s.Committed)
