@@ -245,6 +245,9 @@ func FuzzDecodeContentHeader(f *testing.F) {
 			}
 			return
 		}
+		if ts, ok := PeekTimestamp(payload); ok != (h.Properties.Flags&FlagTimestamp != 0) || ts != h.Properties.Timestamp {
+			t.Fatalf("peek timestamp %d %v disagrees with %+v", ts, ok, h.Properties)
+		}
 		if perr != nil || dm != h.Properties.DeliveryMode || pri != h.Properties.Priority || exp != h.Properties.Expiration {
 			t.Fatalf("peek %d %d %q %v disagrees with %+v", dm, pri, exp, perr, h.Properties)
 		}

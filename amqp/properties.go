@@ -312,6 +312,45 @@ func PeekDeliveryModePriorityExpiration(payload []byte) (deliveryMode, priority 
 	return deliveryMode, priority, expiration, nil
 }
 
+// PeekTimestamp returns the timestamp property of a header frame payload
+// and whether it has one, stepping over the properties before it without
+// decoding them (the headers table by its length). It allocates nothing.
+func PeekTimestamp(payload []byte) (uint64, bool) {
+	if _, _, err := ParseContentHeaderPrefix(payload); err != nil {
+		return 0, false
+	}
+	d := decoder{b: payload, off: contentHeaderPrefix}
+	flags := skipFlagWords(&d)
+	if flags&FlagTimestamp == 0 {
+		return 0, false
+	}
+	str := func(bit uint16) {
+		if flags&bit != 0 {
+			d.bytes(uint64(d.uint8()))
+		}
+	}
+	str(FlagContentType)
+	str(FlagContentEncoding)
+	if flags&FlagHeaders != 0 {
+		d.bytes(uint64(d.uint32()))
+	}
+	if flags&FlagDeliveryMode != 0 {
+		d.uint8()
+	}
+	if flags&FlagPriority != 0 {
+		d.uint8()
+	}
+	str(FlagCorrelationID)
+	str(FlagReplyTo)
+	str(FlagExpiration)
+	str(FlagMessageID)
+	ts := d.uint64()
+	if d.bad {
+		return 0, false
+	}
+	return ts, true
+}
+
 // PeekHeader returns the value of the entry name of the headers table of a
 // header frame payload, without decoding the table: typ is its type octet
 // and raw its encoded bytes after it (for a longstr 'S' or byte array 'x',

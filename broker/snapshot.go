@@ -285,10 +285,8 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	qi.UnackedBytes = qe.q.UnackedBytes()
 	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
 	if m := qe.q.HeadMessage(); m != nil && qe.stream == nil {
-		var p amqp.Properties
-		if len(m.Header) > 12 && amqp.DecodeProperties(m.Header[12:], &p) == nil && p.Flags&amqp.FlagTimestamp != 0 {
-			qi.HeadTimestamp, qi.HasHeadTimestamp = int64(p.Timestamp), true
-		}
+		ts, ok := amqp.PeekTimestamp(m.Header)
+		qi.HeadTimestamp, qi.HasHeadTimestamp = int64(ts), ok
 	}
 	qi.Type = qe.typeName()
 	qi.Consumers = qe.q.ConsumerCount()
