@@ -290,11 +290,7 @@ func PeekDeliveryModePriorityExpiration(payload []byte) (deliveryMode, priority 
 			d.bytes(uint64(d.uint8()))
 		}
 	}
-	skip(FlagContentType)
-	skip(FlagContentEncoding)
-	if flags&FlagHeaders != 0 {
-		d.bytes(uint64(d.uint32()))
-	}
+	skipPropertiesBefore(&d, flags, FlagDeliveryMode)
 	if flags&FlagDeliveryMode != 0 {
 		deliveryMode = d.uint8()
 	}
@@ -312,6 +308,37 @@ func PeekDeliveryModePriorityExpiration(payload []byte) (deliveryMode, priority 
 	return deliveryMode, priority, expiration, nil
 }
 
+// propertyOrder is the order of the properties in a content header, each
+// with its encoding: 's' a shortstr, 't' a table, else its width in bytes.
+var propertyOrder = [...]struct {
+	bit  uint16
+	kind byte
+}{{FlagContentType, 's'}, {FlagContentEncoding, 's'}, {FlagHeaders, 't'}, {FlagDeliveryMode, 1},
+	{FlagPriority, 1}, {FlagCorrelationID, 's'}, {FlagReplyTo, 's'}, {FlagExpiration, 's'},
+	{FlagMessageID, 's'}, {FlagTimestamp, 8}, {FlagType, 's'}, {FlagUserID, 's'}, {FlagAppID, 's'},
+	{FlagClusterID, 's'}}
+
+// skipPropertiesBefore steps d over the properties flags has before the
+// property bit, without decoding them (a table by its length).
+func skipPropertiesBefore(d *decoder, flags, bit uint16) {
+	for _, p := range propertyOrder {
+		if p.bit == bit {
+			return
+		}
+		if flags&p.bit == 0 {
+			continue
+		}
+		switch p.kind {
+		case 's':
+			d.bytes(uint64(d.uint8()))
+		case 't':
+			d.bytes(uint64(d.uint32()))
+		default:
+			d.bytes(uint64(p.kind))
+		}
+	}
+}
+
 // PeekTimestamp returns the timestamp property of a header frame payload
 // and whether it has one, stepping over the properties before it without
 // decoding them (the headers table by its length). It allocates nothing.
@@ -324,26 +351,7 @@ func PeekTimestamp(payload []byte) (uint64, bool) {
 	if flags&FlagTimestamp == 0 {
 		return 0, false
 	}
-	str := func(bit uint16) {
-		if flags&bit != 0 {
-			d.bytes(uint64(d.uint8()))
-		}
-	}
-	str(FlagContentType)
-	str(FlagContentEncoding)
-	if flags&FlagHeaders != 0 {
-		d.bytes(uint64(d.uint32()))
-	}
-	if flags&FlagDeliveryMode != 0 {
-		d.uint8()
-	}
-	if flags&FlagPriority != 0 {
-		d.uint8()
-	}
-	str(FlagCorrelationID)
-	str(FlagReplyTo)
-	str(FlagExpiration)
-	str(FlagMessageID)
+	skipPropertiesBefore(&d, flags, FlagTimestamp)
 	ts := d.uint64()
 	if d.bad {
 		return 0, false
@@ -366,12 +374,7 @@ func PeekHeader(payload []byte, name string) (typ byte, raw []byte, ok bool) {
 	if flags&FlagHeaders == 0 {
 		return 0, nil, false
 	}
-	if flags&FlagContentType != 0 {
-		d.bytes(uint64(d.uint8()))
-	}
-	if flags&FlagContentEncoding != 0 {
-		d.bytes(uint64(d.uint8()))
-	}
+	skipPropertiesBefore(&d, flags, FlagHeaders)
 	t := d.bytes(uint64(d.uint32()))
 	if d.bad {
 		return 0, nil, false
@@ -414,12 +417,7 @@ func AppendHeaderInt64(dst, payload []byte, name string, v int64) ([]byte, bool)
 	}
 	d := decoder{b: payload, off: contentHeaderPrefix}
 	flags := skipFlagWords(&d)
-	if flags&FlagContentType != 0 {
-		d.bytes(uint64(d.uint8()))
-	}
-	if flags&FlagContentEncoding != 0 {
-		d.bytes(uint64(d.uint8()))
-	}
+	skipPropertiesBefore(&d, flags, FlagHeaders)
 	if d.bad {
 		return dst, false
 	}
