@@ -281,12 +281,20 @@ const (
 	// tornScanBudget bounds the bytes checksummed while looking for a
 	// good entry inside a torn one; past it the entry counts as damage.
 	tornScanBudget = 1 << 30
+	// minPreallocatedTail is the fewest zeros a crash leaves after the
+	// last write. Badger preallocates a value log at twice
+	// ValueLogFileSize and a memtable log at twice MemTableSize, and
+	// starts a new one once half is used, so megabytes of zeros follow a
+	// torn write. A file cut short that happens to end in a few zero
+	// bytes (a length or a zero-filled field) is not that shape.
+	minPreallocatedTail = 64 << 10
 )
 
 // tornLast reports whether the bad entry at off is the last write, torn
 // by a crash: zeros run from somewhere after off to the end of the file,
 // the data between is no longer than one entry, and no entry that reads
-// back starts inside it. Cutting the log at off, as Badger does, then
+// back starts inside it, and the zeros run on for at least
+// minPreallocatedTail bytes. Cutting the log at off, as Badger does, then
 // loses only the torn write, which was never synced nor confirmed. A file
 // that ends in data (cut short) or a good entry after the bad one (damage
 // in the middle) is not that shape.
@@ -295,7 +303,7 @@ func tornLast(f *os.File, off, size int64, crcTable *crc32.Table) (bool, error) 
 	if err != nil || last < 0 {
 		return last < 0, err
 	}
-	if last >= size-1 || last-off >= maxLogEntry {
+	if size-1-last < minPreallocatedTail || last-off >= maxLogEntry {
 		return false, nil
 	}
 	// A good entry's checksum may end in zero bytes: read 4 past the data.

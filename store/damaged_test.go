@@ -292,7 +292,7 @@ func TestOpenTornEntry(t *testing.T) {
 		}
 		return n
 	}
-	refused := func(dir, path string) {
+	refused := func(t *testing.T, dir, path string) {
 		t.Helper()
 		s, err := Open(Config{Dir: dir, NoSync: true})
 		if err == nil {
@@ -339,7 +339,7 @@ func TestOpenTornEntry(t *testing.T) {
 		}
 		tear(t, p, offs[i], lens[i])
 		truncateFile(t, p, size(t, p)+1<<20)
-		refused(dir, p)
+		refused(t, dir, p)
 	})
 	t.Run("cut short", func(t *testing.T) {
 		dir := copyDir(t, fixture)
@@ -351,7 +351,22 @@ func TestOpenTornEntry(t *testing.T) {
 		}
 		truncateFile(t, p, offs[last]+lens[last]-200) // ends inside the torn entry
 		overwrite(t, p, offs[last], make([]byte, 32))
-		refused(dir, p)
+		refused(t, dir, p)
+	})
+	t.Run("cut short on zeros", func(t *testing.T) {
+		// A log cut short whose last bytes happen to be zeros is not a
+		// torn write: no preallocated tail follows it.
+		dir := copyDir(t, fixture)
+		p := only(t, dir, ".vlog")
+		offs, lens := logEntryOffsets(t, p)
+		last := len(offs) - 1
+		for lens[last] < 256 {
+			last--
+		}
+		end := offs[last] + lens[last] - 200
+		truncateFile(t, p, end)
+		overwrite(t, p, end-16, make([]byte, 16))
+		refused(t, dir, p)
 	})
 }
 
