@@ -3,6 +3,8 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# hashicorp/raft is built from Warren's copy (third_party/raft/README.warren.md).
+COPY third_party/raft/go.mod third_party/raft/go.sum third_party/raft/
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/warren ./cmd/warren \

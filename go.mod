@@ -50,3 +50,5 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/hashicorp/raft => ./third_party/raft

@@ -34,6 +34,8 @@ if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; 
 
 step "go vet"
 go vet ./...
+# Warren's copy of hashicorp/raft (third_party/raft, a module of its own).
+go vet github.com/hashicorp/raft github.com/hashicorp/raft/bench
 
 step "generated code is up to date"
 go generate ./amqp/
