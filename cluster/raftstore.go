@@ -107,7 +107,10 @@ func logEntries(logs []*raft.Log) []store.LogEntry {
 // its term and vote stay in the store's log (RaftStore).
 type SegmentStore struct{ l *store.SegmentLog }
 
-var _ raft.LogStore = SegmentStore{}
+var (
+	_ raft.LogStore        = SegmentStore{}
+	_ raft.StagingLogStore = SegmentStore{}
+)
 
 func (s SegmentStore) FirstIndex() (uint64, error) {
 	first, _ := s.l.Bounds()
@@ -127,9 +130,20 @@ func (s SegmentStore) GetLog(index uint64, out *raft.Log) error {
 func (s SegmentStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s SegmentStore) StoreLogs(logs []*raft.Log) error {
-	es := logEntries(logs)
+	if len(logs) == 0 {
+		return nil
+	}
+	es, ok := s.l.Staged(logs[0].Index, len(logs))
+	if !ok {
+		es = logEntries(logs)
+	}
 	return s.l.Append(es)
 }
+
+// StageLogs makes a leader's new entries readable for its replication
+// while it writes them (raft.StagingLogStore, a change of Warren's copy of
+// hashicorp/raft): the leader's write and its followers' overlap.
+func (s SegmentStore) StageLogs(logs []*raft.Log) { s.l.Stage(logEntries(logs)) }
 
 func (s SegmentStore) DeleteRange(min, max uint64) error { return s.l.DeleteRange(min, max) }
 

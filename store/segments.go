@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,10 @@ type SegmentLog struct {
 	// cacheSize is the length of their data and extensions.
 	cache     []LogEntry
 	cacheSize int
+	// staged are entries of consecutive indexes readable before they are
+	// appended (Stage): a Raft leader sends them to its followers while
+	// it writes them.
+	staged []LogEntry
 }
 
 const (
@@ -347,6 +352,7 @@ func (l *SegmentLog) Close() error {
 	l.closeFiles()
 	l.closed = true
 	l.cacheDropFrom(0)
+	l.staged = nil
 	return nil
 }
 
@@ -390,10 +396,64 @@ func (l *SegmentLog) find(index uint64) (*segment, int) {
 	return s, int(p)
 }
 
+// Stage makes entries (consecutive indexes) readable by Entry before they
+// are appended: the Append of the same entries follows, and takes them
+// from there (Staged). Entries staged before and not yet appended stay
+// staged when these follow them; otherwise they are replaced. Bounds does
+// not count staged entries.
+func (l *SegmentLog) Stage(entries []LogEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.staged); n > 0 && l.staged[n-1].Index+1 == entries[0].Index {
+		l.staged = append(l.staged, entries...)
+		return
+	}
+	l.staged = append(l.staged[:0:0], entries...)
+}
+
+// Staged returns the staged entries from index first on, n of them, when
+// they are all staged.
+func (l *SegmentLog) Staged(first uint64, n int) ([]LogEntry, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.staged) == 0 || first < l.staged[0].Index {
+		return nil, false
+	}
+	p := int(first - l.staged[0].Index)
+	if p+n > len(l.staged) {
+		return nil, false
+	}
+	return l.staged[p : p+n : p+n], true
+}
+
+// unstage drops the staged entries from index from on (an append of them
+// failed, or replaced them), and those below upTo (appended). Hold mu.
+func (l *SegmentLog) unstage(from, upTo uint64) {
+	k := 0
+	for k < len(l.staged) && l.staged[k].Index < upTo {
+		k++
+	}
+	n := len(l.staged)
+	for n > k && l.staged[n-1].Index >= from {
+		n--
+	}
+	if k >= n {
+		l.staged = nil
+		return
+	}
+	l.staged = l.staged[k:n]
+}
+
 // Entry returns the entry at index, or ErrNotFound.
 func (l *SegmentLog) Entry(index uint64) (LogEntry, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
+	if n := len(l.staged); n > 0 && index >= l.staged[0].Index && index <= l.staged[n-1].Index {
+		return l.staged[index-l.staged[0].Index], nil
+	}
 	if n := len(l.cache); n > 0 && index >= l.cache[0].Index && index <= l.cache[n-1].Index {
 		return l.cache[index-l.cache[0].Index], nil
 	}
@@ -491,6 +551,7 @@ func (l *SegmentLog) Append(entries []LogEntry) error {
 			n++
 		}
 		if err := l.appendRun(entries[:n]); err != nil {
+			l.DropStaged(entries[0].Index)
 			return err
 		}
 		entries = entries[n:]
@@ -567,6 +628,7 @@ func (l *SegmentLog) appendRun(entries []LogEntry) error {
 		return fmt.Errorf("store: segment log %s: %w", l.dir, err)
 	}
 	l.mu.Lock()
+	l.unstage(math.MaxUint64, entries[len(entries)-1].Index+1)
 	for _, o := range offs {
 		tail.offs = append(tail.offs, tail.size+o)
 	}
@@ -577,6 +639,14 @@ func (l *SegmentLog) appendRun(entries []LogEntry) error {
 	l.cacheAdd(entries)
 	l.mu.Unlock()
 	return nil
+}
+
+// DropStaged drops the staged entries from index on (Append does after
+// failing to append them).
+func (l *SegmentLog) DropStaged(index uint64) {
+	l.mu.Lock()
+	l.unstage(index, 0)
+	l.mu.Unlock()
 }
 
 // newSegment creates an empty segment for index base and adds it last.
@@ -655,6 +725,7 @@ func (l *SegmentLog) dropAll() {
 	l.segs = nil
 	l.first = 0
 	l.cacheDropFrom(0)
+	l.staged = nil
 }
 
 // deletePrefix makes from the first index: segments wholly below it are
@@ -706,6 +777,7 @@ func (l *SegmentLog) deleteSuffix(from uint64) error {
 	// The cache first: an entry from there on is never read again, even
 	// if the deletion fails half way.
 	l.cacheDropFrom(from)
+	l.unstage(from, 0)
 	var gone []*segment
 	for len(l.segs) > 0 && l.segs[len(l.segs)-1].base >= from {
 		gone = append(gone, l.segs[len(l.segs)-1])

@@ -394,3 +394,89 @@ func TestSegmentLogCrashChild(t *testing.T) {
 		fmt.Printf("ack %d %d %d %d\n", b, next-1, term, floor)
 	}
 }
+
+// TestSegmentLogStage checks entries staged ahead of their append: read
+// back at once, not counted by Bounds, taken by the append that follows,
+// dropped when it fails, and replaced by a suffix deletion.
+func TestSegmentLogStage(t *testing.T) {
+	dir := t.TempDir()
+	l, err := OpenSegmentLog(dir, SegmentLogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	segAppend(t, l, 1, 10, 1)
+	stage := func(from, to, term uint64) []LogEntry {
+		var es []LogEntry
+		for i := from; i <= to; i++ {
+			es = append(es, segEntry(i, term))
+		}
+		l.Stage(es)
+		return es
+	}
+	want := map[uint64]uint64{}
+	for i := uint64(1); i <= 10; i++ {
+		want[i] = 1
+	}
+	stage(11, 15, 2)
+	stage(16, 20, 2) // follows the first: both staged
+	for i := uint64(11); i <= 20; i++ {
+		want[i] = 2
+	}
+	segCheck(t, l, 1, 10, want, 1, 21)
+	got, ok := l.Staged(11, 5)
+	if !ok || len(got) != 5 || got[0].Index != 11 || got[4].Index != 15 {
+		t.Fatalf("Staged(11, 5): %v %v", ok, got)
+	}
+	if _, ok := l.Staged(18, 5); ok {
+		t.Fatal("Staged(18, 5) past the staged entries")
+	}
+	if err := l.Append(got); err != nil {
+		t.Fatal(err)
+	}
+	segCheck(t, l, 1, 15, want, 1, 21)
+	got, _ = l.Staged(16, 5)
+	if err := l.Append(got); err != nil {
+		t.Fatal(err)
+	}
+	segCheck(t, l, 1, 20, want, 1, 21)
+	if s, ok := l.Staged(16, 1); ok {
+		t.Fatalf("still staged after the append: %v", s)
+	}
+
+	// A staged run that does not follow the staged one replaces it; a
+	// suffix deletion drops what it covers.
+	stage(21, 25, 3)
+	stage(21, 23, 4)
+	for i := uint64(21); i <= 23; i++ {
+		want[i] = 4
+	}
+	segCheck(t, l, 1, 20, want, 1, 26)
+	if err := l.DeleteRange(19, 20); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, 19)
+	delete(want, 20)
+	for i := uint64(21); i <= 23; i++ {
+		delete(want, i)
+	}
+	segCheck(t, l, 1, 18, want, 1, 26)
+
+	// A failed append drops what it staged.
+	stage(19, 22, 5)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got = []LogEntry{segEntry(19, 5)}
+	if err := l.Append(got); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+	if s, ok := l.Staged(19, 1); ok {
+		t.Fatalf("still staged after a failed append: %v", s)
+	}
+	l, err = OpenSegmentLog(dir, SegmentLogOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	segCheck(t, l, 1, 18, want, 1, 26)
+}

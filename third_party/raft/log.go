@@ -129,6 +129,24 @@ type LogStore interface {
 	DeleteRange(min, max uint64) error
 }
 
+// StagingLogStore is an optional interface for LogStore implementations
+// that can make entries readable before they are stored. A leader whose
+// LogStore implements it stages each batch of new entries, sends them to
+// the followers, and writes them to its own log while they do the same:
+// the leader's write and the followers' writes overlap instead of
+// following one another. The leader still counts itself toward the
+// commit quorum only once StoreLogs has returned, so an entry is committed
+// only when a majority holds it durably, as before.
+//
+// StageLogs makes logs readable by GetLog from then on; the StoreLogs call
+// for the same entries follows. A StoreLogs that fails drops whatever it
+// staged and did not store.
+//
+// (Change of this copy of hashicorp/raft v1.7.2; see README.warren.md.)
+type StagingLogStore interface {
+	StageLogs(logs []*Log)
+}
+
 // MonotonicLogStore is an optional interface for LogStore implementations that
 // cannot tolerate gaps in between the Index values of consecutive log entries. For example,
 // this may allow more efficient indexing because the Index values are densely populated. If true is

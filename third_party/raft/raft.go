@@ -1262,6 +1262,11 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
+	if st, ok := r.logs.(StagingLogStore); ok {
+		r.dispatchStaged(st, applyLogs, logs, lastIndex, term)
+		return
+	}
+
 	// Write the log entry locally
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
@@ -1280,6 +1285,28 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	for _, f := range r.leaderState.replState {
 		asyncNotifyCh(f.triggerCh)
 	}
+}
+
+// dispatchStaged is dispatchLogs for a StagingLogStore: the followers are
+// sent the entries while the leader writes them. The leader counts toward
+// the commit quorum once its write has returned. (Change of this copy.)
+func (r *Raft) dispatchStaged(st StagingLogStore, applyLogs []*logFuture, logs []*Log, lastIndex, term uint64) {
+	prevIndex, prevTerm := r.getLastLog()
+	st.StageLogs(logs)
+	r.setLastLog(lastIndex, term)
+	for _, f := range r.leaderState.replState {
+		asyncNotifyCh(f.triggerCh)
+	}
+	if err := r.logs.StoreLogs(logs); err != nil {
+		r.logger.Error("failed to commit logs", "error", err)
+		r.setLastLog(prevIndex, prevTerm)
+		for _, applyLog := range applyLogs {
+			applyLog.respond(err)
+		}
+		r.setState(Follower)
+		return
+	}
+	r.leaderState.commitment.match(r.localID, lastIndex)
 }
 
 // processLogs is used to apply all the committed entries that haven't been
