@@ -251,7 +251,22 @@
 // memtable's mapped log (msync, 0.6–0.8 ms a call under a stream's load here,
 // against ~0.2 ms) and compacted the entries afterwards. A node that kept a
 // group's entries in the store (an older version) moves them into the
-// segment log when it starts the group (openSegmentStore). Snapshots use
+// segment log when it starts the group (openSegmentStore).
+//
+// A data group's leader does not wait for its own write before it sends new
+// entries to the followers. Warren builds hashicorp/raft from a copy of
+// its own (third_party/raft, README.warren.md) with one change: a log
+// store that implements raft.StagingLogStore (SegmentStore does) is handed
+// each batch of new entries first (StageLogs: the segment log serves them
+// from memory), the replicators are woken, and only then does the leader
+// write and sync the batch, while the followers write theirs. The leader
+// counts itself toward the commit quorum once its write has returned, so
+// an entry still commits only when a majority holds it durably; a failed
+// write drops the staged entries, restores the leader's last index and
+// steps it down, as upstream (staging_test.go). An append's round trip is
+// then one sync shorter. The metadata group's store does not stage: its
+// early commit of forwarded commands (durablecommit.go) relies on the
+// leader having written an entry before sending it. Snapshots use
 // Raft's FileSnapshotStore in a directory per group. A data
 // group's snapshot carries the bodies its members keep in their stores
 // rather than in RAM (broker/quorumbodies.go), streamed into the snapshot;

@@ -90,7 +90,7 @@ source scripts/warren-cluster.sh
 
 # warren_quorum_ready: until a quorum queue declared through each node is a
 # replicated one (the data groups are planned and have leaders): the
-# management API reports its members.
+# management API reports its members, more than one.
 warren_quorum_ready() {
   local i j q
   for i in 1 2 3; do
@@ -99,7 +99,9 @@ warren_quorum_ready() {
       "$W" bench queues --uri "$(warren_uri "$i")" --count 1 --clients 1 --prefix "$q" \
         --queue-args x-queue-type=quorum --use --json >/dev/null 2>&1 || true
       j=$(curl -fsS -u guest:guest "http://127.0.0.1:$((W_HTTP + i))/api/queues/%2F/$q-0" 2>/dev/null || true)
-      if grep -q '"members":\["' <<<"$j"; then
+      # Replicated: more than one member (an unreplicated quorum queue
+      # lists its node as its only member, as on a single node).
+      if grep -q '"members":\["[^"]*","' <<<"$j"; then
         "$W" bench queues --uri "$(warren_uri "$i")" --count 1 --clients 1 --prefix "$q" --delete --json >/dev/null 2>&1 || true
         continue 2
       fi
