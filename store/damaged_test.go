@@ -341,29 +341,29 @@ func TestOpenTornEntry(t *testing.T) {
 		truncateFile(t, p, size(t, p)+1<<20)
 		refused(t, dir, p)
 	})
-	t.Run("cut short", func(t *testing.T) {
-		dir := copyDir(t, fixture)
-		p := only(t, dir, ".vlog")
+	// lastLarge copies the fixture and returns its value log and the
+	// offset just past 200 bytes short of the end of its last entry of
+	// 256 bytes or more.
+	lastLarge := func(t *testing.T) (dir, p string, off, end int64) {
+		dir = copyDir(t, fixture)
+		p = only(t, dir, ".vlog")
 		offs, lens := logEntryOffsets(t, p)
 		last := len(offs) - 1
 		for lens[last] < 256 {
 			last--
 		}
-		truncateFile(t, p, offs[last]+lens[last]-200) // ends inside the torn entry
-		overwrite(t, p, offs[last], make([]byte, 32))
+		return dir, p, offs[last], offs[last] + lens[last] - 200
+	}
+	t.Run("cut short", func(t *testing.T) {
+		dir, p, off, end := lastLarge(t)
+		truncateFile(t, p, end) // ends inside the torn entry
+		overwrite(t, p, off, make([]byte, 32))
 		refused(t, dir, p)
 	})
 	t.Run("cut short on zeros", func(t *testing.T) {
 		// A log cut short whose last bytes happen to be zeros is not a
 		// torn write: no preallocated tail follows it.
-		dir := copyDir(t, fixture)
-		p := only(t, dir, ".vlog")
-		offs, lens := logEntryOffsets(t, p)
-		last := len(offs) - 1
-		for lens[last] < 256 {
-			last--
-		}
-		end := offs[last] + lens[last] - 200
+		dir, p, _, end := lastLarge(t)
 		truncateFile(t, p, end)
 		overwrite(t, p, end-16, make([]byte, 16))
 		refused(t, dir, p)
