@@ -14,8 +14,17 @@ import (
 	"github.com/warrenmq/warren/amqp"
 )
 
-// Version is Warren's version as reported to clients.
+// Version is Warren's own version (the management API's product_version,
+// `warren --version`).
 var Version = "0.1.0"
+
+// RabbitMQVersion is the RabbitMQ release whose behaviour Warren matches,
+// reported where clients and tools read RabbitMQ's version to decide what
+// a broker supports: the version of connection.start's server properties
+// and the management API's rabbitmq_version. Applications refuse brokers
+// they take for too old (some require 3.10 or later), and client test
+// suites run their RabbitMQ-specific checks only for product "RabbitMQ".
+const RabbitMQVersion = "3.13.7"
 
 // closeTimeout bounds how long a connection waits for connection.close-ok
 // after sending connection.close, and how long the writer may block on a

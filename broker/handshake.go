@@ -12,15 +12,18 @@ import (
 )
 
 // serverProperties is the server-properties table of connection.start.
+// Product and version are RabbitMQ's (RabbitMQVersion): clients, their
+// test suites and applications branch on them to use RabbitMQ's
+// behaviour, which Warren's is; information names Warren and its version.
 func serverProperties() amqp.Table {
 	host, _ := os.Hostname()
 	return amqp.Table{
-		"product":      "Warren",
-		"version":      Version,
+		"product":      "RabbitMQ",
+		"version":      RabbitMQVersion,
 		"platform":     "Go",
 		"cluster_name": "warren@" + host,
 		"copyright":    "Warren authors",
-		"information":  "Warren, an AMQP 0-9-1 message broker",
+		"information":  "Warren " + Version + ", an AMQP 0-9-1 message broker compatible with RabbitMQ " + RabbitMQVersion,
 		"capabilities": amqp.Table{
 			"publisher_confirms":           true,
 			"exchange_exchange_bindings":   true,

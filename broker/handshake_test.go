@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/warrenmq/warren/amqp"
@@ -23,8 +24,11 @@ func TestHandshakeStartFrame(t *testing.T) {
 			t.Fatalf("connection %d: mechanisms %q", i, start.Mechanisms)
 		}
 		p := start.ServerProperties
-		if p["product"] != "Warren" || p["version"] != broker.Version {
+		if p["product"] != "RabbitMQ" || p["version"] != broker.RabbitMQVersion {
 			t.Fatalf("connection %d: product %v, version %v", i, p["product"], p["version"])
+		}
+		if info, _ := p["information"].(string); !strings.HasPrefix(info, "Warren "+broker.Version+",") {
+			t.Fatalf("connection %d: information %q", i, info)
 		}
 		caps, _ := p["capabilities"].(amqp.Table)
 		for _, c := range []string{"connection.blocked", "authentication_failure_close", "publisher_confirms"} {

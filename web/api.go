@@ -92,6 +92,8 @@ func (s *Server) apiRoutes() []route {
 	h("DELETE /api/cluster/nodes/{node}", levelAdmin, s.deleteClusterNode)
 	h("GET /api/whoami", levelManagement, s.getWhoami)
 	h("GET /api/extensions", levelManagement, s.getExtensions)
+	h("GET /api/feature-flags", levelAdmin, s.getFeatureFlags)
+	h("PUT /api/feature-flags/{name}/enable", levelAdmin, s.putFeatureFlagEnable)
 
 	h("GET /api/connections", levelManagement, s.getConnections)
 	h("GET /api/connections/{name}", levelManagement, s.getConnection)

@@ -64,8 +64,8 @@ func (s *Server) getOverview(w http.ResponseWriter, r *http.Request, p *principa
 	vals := overviewValues(o, s.b.ChannelTotals(), s.b.Churn())
 	v := s.rates.view(overallKey, rs)
 	writeJSON(w, http.StatusOK, item{
-		"management_version":  broker.Version,
-		"rabbitmq_version":    broker.Version,
+		"management_version":  broker.RabbitMQVersion,
+		"rabbitmq_version":    broker.RabbitMQVersion,
 		"product_name":        "Warren",
 		"product_version":     broker.Version,
 		"cluster_name":        s.clusterName(),

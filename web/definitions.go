@@ -40,8 +40,8 @@ func (s *Server) getDefinitions(w http.ResponseWriter, r *http.Request, p *princ
 func (s *Server) exportDefinitions(vhost string) (item, error) {
 	whole := vhost == ""
 	defs := item{
-		"rabbit_version":    broker.Version,
-		"rabbitmq_version":  broker.Version,
+		"rabbit_version":    broker.RabbitMQVersion,
+		"rabbitmq_version":  broker.RabbitMQVersion,
 		"product_name":      "Warren",
 		"product_version":   broker.Version,
 		"parameters":        []item{},

@@ -109,7 +109,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	e := &emitter{ch: ch, descs: make(map[string]*prometheus.Desc)}
 	s := c.s
 	e.emit(prometheus.UntypedValue, "rabbitmq_build_info", "RabbitMQ & Erlang/OTP version info", 1,
-		"rabbitmq_version", broker.Version, "prometheus_plugin_version", broker.Version,
+		"rabbitmq_version", broker.RabbitMQVersion, "prometheus_plugin_version", broker.RabbitMQVersion,
 		"prometheus_client_version", "client_golang", "erlang_version", runtime.Version(), "product", "Warren")
 	e.emit(prometheus.UntypedValue, "rabbitmq_identity_info", "RabbitMQ node & cluster identity info", 1,
 		"rabbitmq_node", nodeName(), "rabbitmq_cluster", s.clusterName(), "rabbitmq_cluster_permanent_id", "warren-"+nodeName())
