@@ -377,6 +377,9 @@ func (d *DataGroups) run(dg *dataGroup) error {
 	}
 	d.mu.Unlock()
 	d.log.Info("data group started", zap.Uint64("group", dg.spec.ID), zap.Any("members", dg.spec.Members))
+	if len(dg.spec.Members) > 1 && dg.spec.Members[0].Name == d.cfg.Node.Name() {
+		dg.log.electFirst()
+	}
 	return nil
 }
 

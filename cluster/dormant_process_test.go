@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"regexp"
 	"testing"
 )
@@ -48,6 +49,31 @@ func TestClusterDataGroupsDormant(t *testing.T) {
 	for _, n := range nodes {
 		if ids := startedGroups(n); len(ids) != 1 || ids[0] != group {
 			t.Fatalf("%s started data groups %v; want only the queue's group %s (the others hold no queue)", n.name, ids, group)
+		}
+	}
+}
+
+// TestClusterGroupWakesLedByPreferred: a quorum queue declared through a
+// node (leader locator client-local, the default) goes to a dormant group
+// that node is the preferred member of, and the group's first leader, as
+// it wakes, is that node: its publishes are proposed there and not
+// forwarded to whichever member's election timer ran out first. Each node
+// declares one; the leader is read as soon as one is known, before the
+// rebalancing (which waits for a quiet group) could move it.
+func TestClusterGroupWakesLedByPreferred(t *testing.T) {
+	nodes := threeNodes(t, localIPs, "--quorum-groups", "3")
+	startCluster(t, nodes...)
+	waitDataGroups(t, nodes...)
+	for i, n := range nodes {
+		q := fmt.Sprintf("pref-%d", i)
+		declareQuorum(t, n, q, nil)
+		leader := ""
+		waitFor(t, "a leader for "+q, func() bool {
+			leader = queueLeader(nodes, nil, q)
+			return leader != ""
+		})
+		if leader != n.name {
+			t.Errorf("%s, declared through %s, woke led by %s", q, n.name, leader)
 		}
 	}
 }

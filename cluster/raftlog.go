@@ -397,6 +397,29 @@ func (l *RaftLog) peerLost(addr string) {
 	}
 }
 
+// electFirst has this follower of a new group (nothing in its log but the
+// founding configuration), while no leader is known, elect with the short
+// timeouts of failoverLoop: a data group's preferred member founding it
+// (the group woken by the first queue placed in it) stands first, so that
+// the group's first leader is its preferred one and not whichever
+// member's timer ran out first. The others keep the heartbeat timeout, so
+// the preferred member is elected unless it is not running. A group with
+// a history is left alone: a member restarting there may not hear from
+// the leader it has within the short timeout (its transport does not
+// offer pre-vote, so its election would unseat that leader).
+func (l *RaftLog) electFirst() {
+	if l.raft == nil || l.raft.State() != raft.Follower || l.raft.LastIndex() > 1 {
+		return
+	}
+	if leader, _ := l.raft.LeaderWithID(); leader != "" {
+		return
+	}
+	select {
+	case l.lost <- "":
+	default:
+	}
+}
+
 // failoverLoop runs the fast elections peerLost asks for. Raft has no call
 // that starts an election on a follower; what it offers is ReloadConfig, and
 // a shorter HeartbeatTimeout makes a follower check its leader's last
@@ -425,7 +448,11 @@ func (l *RaftLog) failoverLoop() {
 			l.log.Warn("fast election: reload config", zap.Error(err))
 			continue
 		}
-		l.log.Info("the metadata leader's session broke: electing with short timeouts", zap.String("leader-addr", gone))
+		if gone != "" {
+			l.log.Info("the metadata leader's session broke: electing with short timeouts", zap.String("leader-addr", gone))
+		} else {
+			l.log.Debug("no leader yet: the preferred member elects with short timeouts")
+		}
 		t := time.NewTicker(fast / 10)
 		deadline := time.Now().Add(4 * l.rc.HeartbeatTimeout)
 		for time.Now().Before(deadline) {
