@@ -420,7 +420,8 @@ func (l *RaftLog) electFirst() {
 	}
 }
 
-// failoverLoop runs the fast elections peerLost asks for. Raft has no call
+// failoverLoop runs the fast elections peerLost asks for (and electFirst,
+// with no lost leader: gone is empty). Raft has no call
 // that starts an election on a follower; what it offers is ReloadConfig, and
 // a shorter HeartbeatTimeout makes a follower check its leader's last
 // contact at once and then every (random) new timeout. The shortest allowed
