@@ -125,8 +125,8 @@
 // DataGroups runs the groups a node is a member of and
 // hands the leadership of each to its preferred member whenever that
 // member is a voter connected to the leader, so leaders are spread over
-// the nodes (and a node that comes back takes its groups back). A group
-// starting is led by its preferred member from the first election: that
+// the nodes (and a node that comes back takes its groups back). A new
+// group is led by its preferred member from the first election: that
 // member, until a leader is known, elects with failoverLoop's short
 // timeouts (electFirst), the others with the heartbeat timeout, so a queue
 // placed client-local is led where it was declared from its first
