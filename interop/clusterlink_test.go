@@ -653,10 +653,14 @@ func TestClusterRemoteQueue(t *testing.T) {
 
 	// A comes back: the queue serves again, with its durable messages.
 	a.start()
-	eventually(t, "queue back with its 10 messages", func() bool {
-		q, err := passive(cb, "orders")
-		return err == nil && q.Messages == 10
-	})
+	// B and C each reconnect their node link to A on their own; the queue
+	// serves through a node once that node's link is up again.
+	for _, conn := range []*amqp091.Connection{cb, cc} {
+		eventually(t, "queue back with its 10 messages", func() bool {
+			q, err := passive(conn, "orders")
+			return err == nil && q.Messages == 10
+		})
+	}
 	publishConfirmed(t, cb, h2, "p4", "orders", 0, 20)
 	dels, err = openCh(t, cc).Consume("orders", "c4", false, false, false, false, nil)
 	if err != nil {
