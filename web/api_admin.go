@@ -140,6 +140,19 @@ func (s *Server) putUser(w http.ResponseWriter, r *http.Request, p *principal) {
 		badRequest(w, err.Error())
 		return
 	}
+	if _, ok := body["tags"]; !ok {
+		// As RabbitMQ: tags are required (an empty string or list for
+		// none), or the older boolean "administrator" in their place.
+		adm, ok := body["administrator"]
+		if !ok {
+			badRequest(w, "tags_not_present")
+			return
+		}
+		body["tags"] = ""
+		if b, _ := adm.(bool); b || adm == "true" {
+			body["tags"] = "administrator"
+		}
+	}
 	_, existed := s.findUser(name)
 	if err := s.applyUser(name, body); err != nil {
 		s.brokerError(w, err)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,18 @@ func TestAPIAnswersAsRabbitMQ(t *testing.T) {
 	e.must(201, "PUT", "/api/exchanges/%2F/notype", map[string]any{})
 	if x := e.must(200, "GET", "/api/exchanges/%2F/notype", nil).obj(t); x["type"] != "direct" {
 		t.Fatalf("exchange declared without a type: type %v, want direct", x["type"])
+	}
+
+	// Tags are required, as in RabbitMQ ("" for none), or the older
+	// boolean administrator in their place.
+	if r := e.must(400, "PUT", "/api/users/notags", map[string]any{"password": "pw"}).obj(t); r["reason"] != "tags_not_present" {
+		t.Fatalf("user without tags: %v, want reason tags_not_present", r)
+	}
+	e.must(404, "GET", "/api/users/notags", nil)
+	e.must(201, "PUT", "/api/users/notags", map[string]any{"password": "pw", "tags": ""})
+	e.must(204, "PUT", "/api/users/notags", map[string]any{"password": "pw", "administrator": true})
+	if u := e.must(200, "GET", "/api/users/notags", nil).obj(t); !reflect.DeepEqual(u["tags"], []any{"administrator"}) {
+		t.Fatalf("user put with administrator: true has tags %v", u["tags"])
 	}
 
 	e.must(201, "PUT", "/api/users/nopass", map[string]any{"tags": "management"})
