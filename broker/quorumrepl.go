@@ -359,6 +359,10 @@ func (b *Broker) proposer(g uint64) *groupProposer {
 type replCmd struct {
 	cmd  []byte
 	done func(*GroupResult, error)
+	// committed, when set, is told of the commit of cmd's entry before
+	// done, if the log tells it (PipelineLog.Begin); done comes either
+	// way.
+	committed func()
 }
 
 // PipelineLog is a CommandLog that can have several of this node's
@@ -373,7 +377,10 @@ type PipelineLog interface {
 	// Begin submitted is never submitted again, so the commands of one
 	// caller apply in the order of its calls or not at all; a caller that
 	// goes on with Propose first waits for every Begin it made.
-	Begin(cmd []byte) (wait func() (Applied, error), ok bool)
+	// committed, when not nil, is called once cmd is known committed, if
+	// that is known before it is applied (this node leads the group and
+	// counted the commit; not otherwise): it must not block.
+	Begin(cmd []byte, committed func()) (wait func() (Applied, error), ok bool)
 }
 
 // groupProposer proposes this node's commands to one group, in the order
@@ -428,11 +435,17 @@ const (
 // channel closed once the backlog has drained to replLowBytes, for the
 // caller's publisher to wait on.
 func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drained chan struct{}) {
+	return p.submitCommitted(cmd, nil, done)
+}
+
+// submitCommitted is submit with committed told of the commit of cmd's
+// entry, when the log can tell it before cmd is applied (replCmd).
+func (p *groupProposer) submitCommitted(cmd []byte, committed func(), done func(*GroupResult, error)) (drained chan struct{}) {
 	p.mu.Lock()
 	if p.moved.L == nil {
 		p.moved.L = &p.mu
 	}
-	p.pending = append(p.pending, replCmd{cmd: cmd, done: done})
+	p.pending = append(p.pending, replCmd{cmd: cmd, done: done, committed: committed})
 	p.bytes += len(cmd)
 	if p.bytes > replHighBytes {
 		if p.drained == nil {
@@ -535,7 +548,7 @@ func (p *groupProposer) run() {
 		}
 		cmd := GroupBatchCmd(cmds)
 		if pl != nil {
-			if wait, ok := pl.Begin(cmd); ok {
+			if wait, ok := pl.Begin(cmd, batchCommitted(batch)); ok {
 				if flights == nil {
 					flights, done = make(chan *flight, maxInFlight), make(chan struct{})
 					go p.complete(flights, done)
@@ -553,6 +566,25 @@ func (p *groupProposer) run() {
 		p.mu.Unlock()
 		a, err := p.log.Propose(p.b.repl.ctx, cmd)
 		p.finish(batch, a, err)
+	}
+}
+
+// batchCommitted returns the function telling the commands of batch that
+// want it of their entry's commit, in order; nil when none does.
+func batchCommitted(batch []replCmd) func() {
+	var fs []func()
+	for _, c := range batch {
+		if c.committed != nil {
+			fs = append(fs, c.committed)
+		}
+	}
+	if fs == nil {
+		return nil
+	}
+	return func() {
+		for _, f := range fs {
+			f()
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,7 +25,9 @@ import (
 //     one append command per group round trip carries every message that
 //     waited (at most streamChunkBytes of bodies), through the node's
 //     group proposer, and becomes one chunk on every replica. Confirms
-//     wait for the command to be committed and applied on this node.
+//     wait for the command's commit: on the group's leader as Raft counts
+//     it (PipelineLog.Begin's committed), elsewhere until it is applied
+//     on this node.
 //     Publishers are held back while more than streamPendingCap bytes wait.
 //   - basic.consume: the consumer is a cursor on this node's replica
 //     (this node must be a member of the stream's group), resolved there
@@ -170,13 +173,13 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 	}
 	a.mu.Unlock()
 	cmd := appendStreamAppendCmd(make([]byte, 0, size+64*n), qe.repl.key, nowMs(), batch)
-	p.submit(cmd, func(r *GroupResult, err error) {
-		if err == nil && r.Err != nil {
-			err = r.Err
-		}
-		if err != nil {
-			b.log.Warn("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
-		}
+	// The publishers are answered, and the next append proposed, at the
+	// first of: the command's commit, when this node leads the group and
+	// counts it (the messages are on a majority's disks, and applying an
+	// append cannot fail but for a stream deleted meanwhile, to which the
+	// publishes were routed); or its outcome on this node.
+	var answered atomic.Bool
+	answer := func(err error) {
 		for _, c := range confirms {
 			if c.done != nil {
 				c.done(err)
@@ -185,6 +188,22 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			}
 		}
 		b.flushStreamAppends(qe, p)
+	}
+	committed := func() {
+		if answered.CompareAndSwap(false, true) {
+			answer(nil)
+		}
+	}
+	p.submitCommitted(cmd, committed, func(r *GroupResult, err error) {
+		if err == nil && r.Err != nil {
+			err = r.Err
+		}
+		if err != nil {
+			b.log.Warn("replicated stream append failed", zap.String("queue", qe.name), zap.Error(err))
+		}
+		if answered.CompareAndSwap(false, true) {
+			answer(err)
+		}
 	})
 }
 

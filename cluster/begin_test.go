@@ -255,3 +255,63 @@ func TestRaftLogCatchUp(t *testing.T) {
 		return true
 	})
 }
+
+// TestRaftLogBeginCommitted: a data group's leader tells BeginCommitted's
+// callbacks of their entries' commit as Raft counts it, in the order
+// begun, once each, while its own state machine is held (so before the
+// commands apply there); the waits then get the applied results as Begin's
+// do.
+func TestRaftLogBeginCommitted(t *testing.T) {
+	machines := make([]*gateMachine, 3)
+	for i := range machines {
+		machines[i] = &gateMachine{}
+	}
+	dgs := startGroupOf3(t, func(i int) StateMachine { return machines[i] })
+	leader, follower := dgs[0].Group(1), dgs[1].Group(1)
+	if _, ok := follower.BeginCommitted([]byte("x"), func() { t.Error("a follower's callback was called") }); ok {
+		t.Fatal("a follower took BeginCommitted")
+	}
+
+	machines[0].hold()
+	const n = 40
+	var mu sync.Mutex
+	var told []int
+	waits := make([]func() (Applied, error), n)
+	for i := range n {
+		w, ok := leader.BeginCommitted(fmt.Appendf(nil, "c%d", i), func() {
+			mu.Lock()
+			told = append(told, i)
+			mu.Unlock()
+		})
+		if !ok {
+			t.Fatalf("the leader declined BeginCommitted %d", i)
+		}
+		waits[i] = w
+	}
+	waitFor(t, "every commit told while the leader's machine is held", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(told) == n
+	})
+	if got := machines[0].list(); len(got) != 0 {
+		t.Fatalf("applied on the held leader: %v", got)
+	}
+	mu.Lock()
+	for i, v := range told {
+		if v != i {
+			t.Fatalf("commits told in the order %v", told)
+		}
+	}
+	mu.Unlock()
+	machines[0].open()
+	for i, w := range waits {
+		if a, err := w(); err != nil || a.Result != i+1 {
+			t.Fatalf("wait %d: result %v, %v", i, a.Result, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != n {
+		t.Fatalf("%d callbacks for %d commands", len(told), n)
+	}
+}

@@ -218,6 +218,11 @@ type RaftLog struct {
 	// flying counts the commands Begin submitted and nobody has waited
 	// for yet.
 	flying atomic.Int64
+	// commitMu guards the callbacks BeginCommitted registered, by request
+	// id, and told, the last index leaderCommitted looked at.
+	commitMu    sync.Mutex
+	onCommitted map[reqID]func()
+	told        uint64
 
 	done chan struct{}
 	once sync.Once
@@ -344,6 +349,11 @@ func (l *RaftLog) Start(bootstrap bool) error {
 	// MaxAppendEntries): proposers with several entries in flight (Begin)
 	// do not wait for each other's disk writes one by one.
 	rc.BatchApplyCh = true
+	if l.seg != nil {
+		// A data group's leader tells its proposers of a commit as it
+		// is counted (BeginCommitted).
+		rc.CommitHook = l.leaderCommitted
+	}
 	rc.Logger = hl
 	l.rc = *rc
 	existing, err := raft.HasExistingState(l.logs, l.rs, snaps)
@@ -791,6 +801,18 @@ func (l *RaftLog) noQuorum(last error) error {
 // Begin is called from one goroutine per caller; wait may be called from
 // another, once.
 func (l *RaftLog) Begin(cmd []byte) (wait func() (Applied, error), ok bool) {
+	return l.BeginCommitted(cmd, nil)
+}
+
+// BeginCommitted is Begin that also calls committed, when it is not nil,
+// once the command's entry is known committed on this node while it leads,
+// as the commit is counted (a data group's leader: leaderCommitted),
+// possibly before the command is applied. committed is not called when
+// the commit is learned otherwise (the entry committed by a later leader,
+// or not a data group); wait is the outcome either way. committed must not
+// block: it runs on Raft's replication goroutines, in the order of the
+// entries.
+func (l *RaftLog) BeginCommitted(cmd []byte, committed func()) (wait func() (Applied, error), ok bool) {
 	if l.raft == nil || l.raft.State() != raft.Leader {
 		return nil, false
 	}
@@ -801,11 +823,22 @@ func (l *RaftLog) Begin(cmd []byte) (wait func() (Applied, error), ok bool) {
 	env := make([]byte, 0, len(id)+len(cmd))
 	env = append(append(env, id[:]...), cmd...)
 	ch := l.fsm.wait(id)
+	if committed != nil && l.rc.CommitHook != nil {
+		l.commitMu.Lock()
+		if l.onCommitted == nil {
+			l.onCommitted = make(map[reqID]func())
+		}
+		l.onCommitted[id] = committed
+		l.commitMu.Unlock()
+	}
 	start := time.Now()
 	l.flying.Add(1)
 	f := l.raft.Apply(env, l.cfg.ProposeTimeout)
 	return func() (Applied, error) {
 		defer l.fsm.unwait(id)
+		if committed != nil {
+			defer l.forgetCommitted(id)
+		}
 		err := f.Error()
 		if errors.Is(err, raft.ErrRaftShutdown) {
 			l.flying.Add(-1)
@@ -862,6 +895,48 @@ func (l *RaftLog) Begin(cmd []byte) (wait func() (Applied, error), ok bool) {
 			}
 		}
 	}, true
+}
+
+// forgetCommitted drops the commit callback of request id, if it was not
+// called.
+func (l *RaftLog) forgetCommitted(id reqID) {
+	l.commitMu.Lock()
+	delete(l.onCommitted, id)
+	l.commitMu.Unlock()
+}
+
+// maxTellBack bounds how far back from a new commit index leaderCommitted
+// looks for entries with callbacks: a leader's first commit of its term
+// covers every entry before it, and the entries BeginCommitted waits for
+// are among the last few.
+const maxTellBack = 1024
+
+// leaderCommitted is a data group leader's raft.Config.CommitHook: it calls
+// the callbacks BeginCommitted registered for the entries up to index (read
+// back from the log: the latest entries are in memory), in the order of
+// the entries.
+func (l *RaftLog) leaderCommitted(index uint64) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	from := l.told + 1
+	l.told = max(l.told, index)
+	if len(l.onCommitted) == 0 {
+		return
+	}
+	if index > maxTellBack {
+		from = max(from, index-maxTellBack)
+	}
+	for i := from; i <= index && len(l.onCommitted) > 0; i++ {
+		var e raft.Log
+		if err := l.logs.GetLog(i, &e); err != nil || e.Type != raft.LogCommand || len(e.Data) < len(reqID{}) {
+			continue
+		}
+		id := reqID(e.Data[:len(reqID{})])
+		if f, ok := l.onCommitted[id]; ok {
+			delete(l.onCommitted, id)
+			f()
+		}
+	}
 }
 
 // ProposeFunc is Propose on a goroutine of its own, which calls done.

@@ -162,8 +162,8 @@ func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, er
 }
 
 // Begin implements broker.PipelineLog.
-func (c commandLog) Begin(cmd []byte) (func() (broker.Applied, error), bool) {
-	wait, ok := c.l.Begin(cmd)
+func (c commandLog) Begin(cmd []byte, committed func()) (func() (broker.Applied, error), bool) {
+	wait, ok := c.l.BeginCommitted(cmd, committed)
 	if !ok {
 		return nil, false
 	}

@@ -24,6 +24,10 @@ type commitment struct {
 	// majority of the cluster before this leader may mark anything committed
 	// (per Raft's commitment rule)
 	startIndex uint64
+	// onCommit, when set, is called with the new commit index by the
+	// goroutine whose match or setConfiguration advanced it, after the
+	// lock is released (Config.CommitHook; change of this copy).
+	onCommit func(uint64)
 }
 
 // newCommitment returns a commitment struct that notifies the provided
@@ -52,7 +56,6 @@ func newCommitment(commitCh chan struct{}, configuration Configuration, startInd
 // the cluster.
 func (c *commitment) setConfiguration(configuration Configuration) {
 	c.Lock()
-	defer c.Unlock()
 	oldMatchIndexes := c.matchIndexes
 	c.matchIndexes = make(map[ServerID]uint64)
 	for _, server := range configuration.Servers {
@@ -60,7 +63,12 @@ func (c *commitment) setConfiguration(configuration Configuration) {
 			c.matchIndexes[server.ID] = oldMatchIndexes[server.ID] // defaults to 0
 		}
 	}
-	c.recalculate()
+	advanced := c.recalculate()
+	idx := c.commitIndex
+	c.Unlock()
+	if advanced && c.onCommit != nil {
+		c.onCommit(idx)
+	}
 }
 
 // Called by leader after commitCh is notified
@@ -76,18 +84,24 @@ func (c *commitment) getCommitIndex() uint64 {
 // through the given index.
 func (c *commitment) match(server ServerID, matchIndex uint64) {
 	c.Lock()
-	defer c.Unlock()
+	advanced := false
 	if prev, hasVote := c.matchIndexes[server]; hasVote && matchIndex > prev {
 		c.matchIndexes[server] = matchIndex
-		c.recalculate()
+		advanced = c.recalculate()
+	}
+	idx := c.commitIndex
+	c.Unlock()
+	if advanced && c.onCommit != nil {
+		c.onCommit(idx)
 	}
 }
 
-// Internal helper to calculate new commitIndex from matchIndexes.
+// Internal helper to calculate new commitIndex from matchIndexes; it
+// reports whether the commit index advanced.
 // Must be called with lock held.
-func (c *commitment) recalculate() {
+func (c *commitment) recalculate() bool {
 	if len(c.matchIndexes) == 0 {
-		return
+		return false
 	}
 
 	matched := make([]uint64, 0, len(c.matchIndexes))
@@ -100,5 +114,7 @@ func (c *commitment) recalculate() {
 	if quorumMatchIndex > c.commitIndex && quorumMatchIndex >= c.startIndex {
 		c.commitIndex = quorumMatchIndex
 		asyncNotifyCh(c.commitCh)
+		return true
 	}
+	return false
 }

@@ -166,6 +166,14 @@ type Config struct {
 	// an inconsistent log.
 	MaxAppendEntries int
 
+	// CommitHook, when set, is called on a leader with the new commit
+	// index each time it advances, by the goroutine that advanced it (a
+	// replicator that got a follower's answer, or the leader's own log
+	// write), as the leader's main loop is told, so possibly after the
+	// FSM has applied the entries. It must not block on Raft. (Change of
+	// this copy.)
+	CommitHook func(index uint64)
+
 	// BatchApplyCh indicates whether we should buffer applyCh
 	// to size MaxAppendEntries. This enables batch log commitment,
 	// but breaks the timeout guarantee on Apply. Specifically,
