@@ -261,7 +261,7 @@
 //
 // A data group's leader does not wait for its own write before it sends new
 // entries to the followers. Warren builds hashicorp/raft from a copy of
-// its own (third_party/raft, README.warren.md) with one change: a log
+// its own (third_party/raft, README.warren.md) with two changes. First, a log
 // store that implements raft.StagingLogStore (SegmentStore does) is handed
 // each batch of new entries first (StageLogs: the segment log serves them
 // from memory), the replicators are woken, and only then does the leader
@@ -272,7 +272,13 @@
 // steps it down, as upstream (staging_test.go). An append's round trip is
 // then one sync shorter. The metadata group's store does not stage: its
 // early commit of forwarded commands (durablecommit.go) relies on the
-// leader having written an entry before sending it. Snapshots use
+// leader having written an entry before sending it. Second, a leader can be
+// told of each commit as Raft counts it (raft.Config.CommitHook): a data
+// group's leader calls the callbacks BeginCommitted registered for the
+// entries up to the new commit index, in order, on the goroutine that
+// counted it (leaderCommitted), before its main loop and FSM goroutine
+// get to the entries; a replicated stream's appender answers its
+// publishers there (TestRaftLogBeginCommitted). Snapshots use
 // Raft's FileSnapshotStore in a directory per group. A data
 // group's snapshot carries the bodies its members keep in their stores
 // rather than in RAM (broker/quorumbodies.go), streamed into the snapshot;
