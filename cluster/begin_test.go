@@ -84,17 +84,24 @@ func startGroupOf3(tb testing.TB, mk func(i int) StateMachine) []*DataGroups {
 	return dgs
 }
 
+// gatedGroupOf3 runs data group 1 on three in-process nodes with gate
+// machines, and returns them and the group on its leader (node 0) and on
+// a follower.
+func gatedGroupOf3(t *testing.T) (machines []*gateMachine, leader, follower *RaftLog) {
+	machines = make([]*gateMachine, 3)
+	for i := range machines {
+		machines[i] = &gateMachine{}
+	}
+	dgs := startGroupOf3(t, func(i int) StateMachine { return machines[i] })
+	return machines, dgs[0].Group(1), dgs[1].Group(1)
+}
+
 // TestRaftLogBegin: on the leader, Begin puts commands in flight without
 // waiting for any to apply (the leader's state machine is held while 40
 // are begun), and they apply in the order begun, on every member, each
 // caller's wait getting its own result; on a follower Begin declines.
 func TestRaftLogBegin(t *testing.T) {
-	machines := make([]*gateMachine, 3)
-	for i := range machines {
-		machines[i] = &gateMachine{}
-	}
-	dgs := startGroupOf3(t, func(i int) StateMachine { return machines[i] })
-	leader, follower := dgs[0].Group(1), dgs[1].Group(1)
+	machines, leader, follower := gatedGroupOf3(t)
 	if _, ok := follower.Begin([]byte("x")); ok {
 		t.Fatal("a follower took Begin")
 	}
@@ -262,12 +269,7 @@ func TestRaftLogCatchUp(t *testing.T) {
 // commands apply there); the waits then get the applied results as Begin's
 // do.
 func TestRaftLogBeginCommitted(t *testing.T) {
-	machines := make([]*gateMachine, 3)
-	for i := range machines {
-		machines[i] = &gateMachine{}
-	}
-	dgs := startGroupOf3(t, func(i int) StateMachine { return machines[i] })
-	leader, follower := dgs[0].Group(1), dgs[1].Group(1)
+	machines, leader, follower := gatedGroupOf3(t)
 	if _, ok := follower.BeginCommitted([]byte("x"), func() { t.Error("a follower's callback was called") }); ok {
 		t.Fatal("a follower took BeginCommitted")
 	}
