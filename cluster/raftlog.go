@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -221,7 +222,7 @@ type RaftLog struct {
 	// commitMu guards the callbacks BeginCommitted registered, by request
 	// id, and told, the last index leaderCommitted looked at.
 	commitMu    sync.Mutex
-	onCommitted map[reqID]func()
+	onCommitted map[reqID]commitCallback
 	told        uint64
 
 	done chan struct{}
@@ -824,11 +825,16 @@ func (l *RaftLog) BeginCommitted(cmd []byte, committed func()) (wait func() (App
 	env = append(append(env, id[:]...), cmd...)
 	ch := l.fsm.wait(id)
 	if committed != nil && l.rc.CommitHook != nil {
+		// The entry will be past the log's last index now: nothing from
+		// there on has been told (after a leader change the log may have
+		// been cut below what this node told as an earlier leader).
+		low := l.raft.LastIndex() + 1
 		l.commitMu.Lock()
 		if l.onCommitted == nil {
-			l.onCommitted = make(map[reqID]func())
+			l.onCommitted = make(map[reqID]commitCallback)
 		}
-		l.onCommitted[id] = committed
+		l.onCommitted[id] = commitCallback{f: committed, low: low}
+		l.told = min(l.told, low-1)
 		l.commitMu.Unlock()
 	}
 	start := time.Now()
@@ -905,16 +911,17 @@ func (l *RaftLog) forgetCommitted(id reqID) {
 	l.commitMu.Unlock()
 }
 
-// maxTellBack bounds how far back from a new commit index leaderCommitted
-// looks for entries with callbacks: a leader's first commit of its term
-// covers every entry before it, and the entries BeginCommitted waits for
-// are among the last few.
-const maxTellBack = 1024
+// commitCallback is a callback BeginCommitted registered: f, for an entry
+// at index low or later.
+type commitCallback struct {
+	f   func()
+	low uint64
+}
 
 // leaderCommitted is a data group leader's raft.Config.CommitHook: it calls
 // the callbacks BeginCommitted registered for the entries up to index (read
-// back from the log: the latest entries are in memory), in the order of
-// the entries.
+// back from the log, from the lowest index a callback waits for: the latest
+// entries are in memory), in the order of the entries.
 func (l *RaftLog) leaderCommitted(index uint64) {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
@@ -923,18 +930,19 @@ func (l *RaftLog) leaderCommitted(index uint64) {
 	if len(l.onCommitted) == 0 {
 		return
 	}
-	if index > maxTellBack {
-		from = max(from, index-maxTellBack)
+	low := uint64(math.MaxUint64)
+	for _, c := range l.onCommitted {
+		low = min(low, c.low)
 	}
-	for i := from; i <= index && len(l.onCommitted) > 0; i++ {
+	for i := max(from, low); i <= index && len(l.onCommitted) > 0; i++ {
 		var e raft.Log
 		if err := l.logs.GetLog(i, &e); err != nil || e.Type != raft.LogCommand || len(e.Data) < len(reqID{}) {
 			continue
 		}
 		id := reqID(e.Data[:len(reqID{})])
-		if f, ok := l.onCommitted[id]; ok {
+		if c, ok := l.onCommitted[id]; ok {
 			delete(l.onCommitted, id)
-			f()
+			c.f()
 		}
 	}
 }
