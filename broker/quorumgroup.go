@@ -180,11 +180,16 @@ func NewQueueGroup() *QueueGroup {
 
 // GroupBatchCmd is the group command applying cmds in order.
 func GroupBatchCmd(cmds [][]byte) []byte {
-	n := 0
+	return groupBatchCmd(0, cmds)
+}
+
+// groupBatchCmd is GroupBatchCmd behind h free bytes (replCmd.buf).
+func groupBatchCmd(h int, cmds [][]byte) []byte {
+	n := h
 	for _, c := range cmds {
 		n += len(c) + 4
 	}
-	b := appendU(append(make([]byte, 0, n+8), groupBatch), uint64(len(cmds)))
+	b := appendU(append(make([]byte, h, n+8), groupBatch), uint64(len(cmds)))
 	for _, c := range cmds {
 		b = appendS(b, c)
 	}

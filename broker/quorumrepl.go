@@ -357,7 +357,11 @@ func (b *Broker) proposer(g uint64) *groupProposer {
 // replCmd is a group command waiting to be proposed, and who waits for
 // its result.
 type replCmd struct {
-	cmd  []byte
+	cmd []byte
+	// buf, when set, holds cmd at its end, behind free room the log may
+	// use (PipelineLog.Headroom): a command alone in its entry is then
+	// proposed in place, not copied into a batch.
+	buf  []byte
 	done func(*GroupResult, error)
 	// committed, when set, is told of the commit of cmd's entry before
 	// done, if the log tells it (PipelineLog.Begin); done comes either
@@ -380,7 +384,13 @@ type PipelineLog interface {
 	// committed, when not nil, is called once cmd is known committed, if
 	// that is known before it is applied (this node leads the group and
 	// counted the commit; not otherwise): it must not block.
-	Begin(cmd []byte, committed func()) (wait func() (Applied, error), ok bool)
+	//
+	// The command is buf[Headroom():]: Begin writes its own framing into
+	// buf[:Headroom()] and keeps buf (no copy), which must not change
+	// afterwards.
+	Begin(buf []byte, committed func()) (wait func() (Applied, error), ok bool)
+	// Headroom is how many bytes Begin takes before a command.
+	Headroom() int
 }
 
 // groupProposer proposes this node's commands to one group, in the order
@@ -441,11 +451,28 @@ func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drai
 // submitCommitted is submit with committed told of the commit of cmd's
 // entry, when the log can tell it before cmd is applied (replCmd).
 func (p *groupProposer) submitCommitted(cmd []byte, committed func(), done func(*GroupResult, error)) (drained chan struct{}) {
+	return p.submitFramed(replCmd{cmd: cmd, done: done, committed: committed})
+}
+
+// headroom is the free room a command should have before it in its buffer
+// for the group's log to propose it in place (replCmd.buf): 0 when the
+// log does not pipeline.
+func (p *groupProposer) headroom() int {
+	if pl, ok := p.log.(PipelineLog); ok {
+		return pl.Headroom()
+	}
+	return 0
+}
+
+// submitFramed is submitCommitted of c (whose buf may hold its command
+// behind free room: headroom).
+func (p *groupProposer) submitFramed(c replCmd) (drained chan struct{}) {
+	cmd := c.cmd
 	p.mu.Lock()
 	if p.moved.L == nil {
 		p.moved.L = &p.mu
 	}
-	p.pending = append(p.pending, replCmd{cmd: cmd, done: done, committed: committed})
+	p.pending = append(p.pending, c)
 	p.bytes += len(cmd)
 	if p.bytes > replHighBytes {
 		if p.drained == nil {
@@ -542,13 +569,26 @@ func (p *groupProposer) run() {
 		p.releaseLocked()
 		p.inflight++
 		p.mu.Unlock()
-		cmds = cmds[:0]
-		for _, c := range batch {
-			cmds = append(cmds, c.cmd)
-		}
-		cmd := GroupBatchCmd(cmds)
+		h := 0
 		if pl != nil {
-			if wait, ok := pl.Begin(cmd, batchCommitted(batch)); ok {
+			h = pl.Headroom()
+		}
+		var buf []byte
+		if c := batch[0]; len(batch) == 1 && c.buf != nil && len(c.buf)-len(c.cmd) >= h {
+			// Alone in its entry and built with room for the log's
+			// framing: proposed as it is (a command's result is the
+			// batch's one result).
+			buf = c.buf[len(c.buf)-len(c.cmd)-h:]
+		} else {
+			cmds = cmds[:0]
+			for _, c := range batch {
+				cmds = append(cmds, c.cmd)
+			}
+			buf = groupBatchCmd(h, cmds)
+		}
+		cmd := buf[h:]
+		if pl != nil {
+			if wait, ok := pl.Begin(buf, batchCommitted(batch)); ok {
 				if flights == nil {
 					flights, done = make(chan *flight, maxInFlight), make(chan struct{})
 					go p.complete(flights, done)
@@ -603,7 +643,12 @@ func (p *groupProposer) complete(flights chan *flight, done chan struct{}) {
 func (p *groupProposer) finish(batch []replCmd, a Applied, err error) {
 	var rs []*GroupResult
 	if err == nil {
-		rs, _ = a.Result.([]*GroupResult)
+		switch r := a.Result.(type) {
+		case []*GroupResult:
+			rs = r
+		case *GroupResult:
+			rs = []*GroupResult{r}
+		}
 		if len(rs) != len(batch) {
 			err = ErrGroupCommand
 		}

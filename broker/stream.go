@@ -265,17 +265,12 @@ func (ss *streamState) writeChunks() {
 		if w.Kind != queue.EffStreamWrite {
 			return
 		}
-		ci, entries := w.Chunk, w.Entries
-		msgs := make([]store.StreamMessage, len(entries))
-		for i, e := range entries {
-			msgs[i] = store.StreamMessage{Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey,
-				Header: e.Msg.Header, Body: e.Msg.Body, Filter: e.Filter}
-		}
+		ci := w.Chunk
 		first, end := ci.First, ci.End()
 		ss.st.AppendStreamChunk(qe.storeID, &store.StreamChunk{
 			First: ci.First, Timestamp: ci.Timestamp, Segment: ci.Segment, Bytes: ci.Bytes, Count: ci.Count,
 			Filters: ci.Filters, Unfiltered: ci.Unfiltered, AnyFilter: ci.AnyFilter,
-		}, msgs, func(err error) {
+		}, chunkEntries(w.Entries), func(err error) {
 			ss.cmu.Lock()
 			ss.completed = append(ss.completed, streamDone{first, end, epoch, err})
 			ss.cmu.Unlock()
@@ -471,10 +466,45 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 	return nil
 }
 
+// chunkEntries are the entries of a chunk a stream took (its own list,
+// queue.StreamEffect) as the store's messages to write.
+type chunkEntries []queue.StreamEntry
+
+func (c chunkEntries) Len() int { return len(c) }
+
+func (c chunkEntries) At(i int) store.StreamMessage {
+	e := &c[i]
+	return store.StreamMessage{Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey,
+		Header: e.Msg.Header, Body: e.Msg.Body, Filter: e.Filter}
+}
+
 // streamHeader returns the content header with x-stream-offset set to off
 // and the message's x-stream-filter-value.
 func streamHeader(header []byte, off uint64) ([]byte, string) {
-	if out, ok := amqp.AppendHeaderInt64(make([]byte, 0, len(header)+32), header, "x-stream-offset", int64(off)); ok {
+	return streamHeaderIn(nil, 0, header, off)
+}
+
+// streamHeaderIn is streamHeader writing the new header into *arena's
+// spare capacity, when arena is set: the headers of a chunk's messages,
+// which live as long as one another, share an allocation. left counts the
+// messages whose headers are still to come, this one included: a fresh
+// arena is sized for as many headers as this one.
+func streamHeaderIn(arena *[]byte, left int, header []byte, off uint64) ([]byte, string) {
+	need := len(header) + 32
+	var dst []byte
+	if arena == nil {
+		dst = make([]byte, 0, need)
+	} else {
+		if cap(*arena)-len(*arena) < need {
+			*arena = make([]byte, 0, need*max(left, 1))
+		}
+		dst = (*arena)[len(*arena):len(*arena):cap(*arena)]
+	}
+	if out, ok := amqp.AppendHeaderInt64(dst, header, "x-stream-offset", int64(off)); ok {
+		if arena != nil && len(out) <= cap(dst) {
+			*arena = (*arena)[:len(*arena)+len(out)]
+			out = out[:len(out):len(out)]
+		}
 		// The common case: no x-stream-offset of the publisher's to
 		// replace, and nothing decoded.
 		var filter string

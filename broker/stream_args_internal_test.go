@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -52,4 +53,53 @@ func TestParseStreamConsumeArgsAnyType(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStreamHeaderArena: the headers of a chunk's messages written into a
+// shared arena are the headers streamHeader makes, each its own (appending
+// to one does not touch the next).
+func TestStreamHeaderArena(t *testing.T) {
+	var headers [][]byte
+	for i, props := range []amqp.Properties{
+		{},
+		{Headers: amqp.Table{"x-stream-filter-value": "eu"}},
+		{Headers: amqp.Table{"x-stream-offset": int64(99), "k": "v"}}, // replaced: decoded path
+		{ContentType: "text/plain", Headers: amqp.Table{"a-rather-long-header-name": "and a value that takes some room"}},
+		{DeliveryMode: 2},
+	} {
+		h := amqp.ContentHeader{ClassID: amqp.ClassBasic, BodySize: uint64(i), Properties: props}
+		b, err := h.AppendTo(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers = append(headers, b)
+	}
+	var arena []byte
+	var got [][]byte
+	for i, h := range headers {
+		out, filter := streamHeaderIn(&arena, len(headers)-i, h, uint64(100+i))
+		want, wantFilter := streamHeader(h, uint64(100+i))
+		if !sameHeader(out, want) || filter != wantFilter {
+			t.Fatalf("header %d: %x %q, want %x %q", i, out, filter, want, wantFilter)
+		}
+		got = append(got, out)
+	}
+	for j := range got {
+		_ = append(got[j], "overwrite"...)
+		for i, h := range headers {
+			if want, _ := streamHeader(h, uint64(100+i)); !sameHeader(got[i], want) {
+				t.Fatalf("header %d changed by an append to header %d", i, j)
+			}
+		}
+	}
+}
+
+// sameHeader reports whether two content headers decode the same (a table's
+// fields may come in any order).
+func sameHeader(a, b []byte) bool {
+	var ha, hb amqp.ContentHeader
+	if amqp.DecodeContentHeader(a, &ha) != nil || amqp.DecodeContentHeader(b, &hb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(ha, hb)
 }

@@ -231,7 +231,7 @@ func (h *streamHost) writeFetched(st *store.Store, gs *groupStream, missing []qu
 		pending++
 		st.AppendStreamChunk(gs.storeID, &store.StreamChunk{First: c.First, Timestamp: c.Timestamp, Segment: c.Segment,
 			Bytes: c.Bytes, Count: c.Count, Filters: c.Filters, Unfiltered: c.Unfiltered, AnyFilter: c.AnyFilter},
-			sm, func(err error) { written <- err })
+			store.StreamMessageList(sm), func(err error) { written <- err })
 	}
 	var err error
 	for range pending {

@@ -182,6 +182,7 @@ func (g *QueueGroup) applyStreamLocked(kind byte, r *GroupResult, d *linkDecoder
 		// One allocation for the messages of the chunk, which live as
 		// long as one another (the stream's cache holds chunks).
 		msgs := make([]queue.Message, n)
+		var headers []byte // their headers' arena (streamHeaderIn)
 		for i := range n {
 			pub, seq := d.u(), d.u()
 			if b := d.raw(); string(b) != ex {
@@ -204,7 +205,7 @@ func (g *QueueGroup) applyStreamLocked(kind byte, r *GroupResult, d *linkDecoder
 				gs.pubs[pub] = seq
 			}
 			var filter string
-			m.Header, filter = streamHeader(header, next)
+			m.Header, filter = streamHeaderIn(&headers, int(n-i), header, next)
 			m.Body = body
 			cmd.Entries = append(cmd.Entries, queue.StreamEntry{Msg: m, Filter: filter})
 			next++

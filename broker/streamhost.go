@@ -33,7 +33,7 @@ type streamHost struct {
 type streamJob struct {
 	gs     *groupStream
 	chunk  *store.StreamChunk
-	msgs   []store.StreamMessage
+	msgs   chunkEntries
 	firsts []uint64 // remove these chunks
 	drop   bool     // delete the stream's data
 	// catchUp, when set, is the end of the chunks to make sure the store
@@ -87,12 +87,7 @@ func (h *streamHost) write(gs *groupStream, ci queue.ChunkInfo, entries []queue.
 		gs.stored = ci.End()
 		return
 	}
-	msgs := make([]store.StreamMessage, len(entries))
-	for i, e := range entries {
-		msgs[i] = store.StreamMessage{Exchange: e.Msg.Exchange, RoutingKey: e.Msg.RoutingKey,
-			Header: e.Msg.Header, Body: e.Msg.Body, Filter: e.Filter}
-	}
-	h.queue(streamJob{gs: gs, msgs: msgs, chunk: &store.StreamChunk{
+	h.queue(streamJob{gs: gs, msgs: entries, chunk: &store.StreamChunk{
 		First: ci.First, Timestamp: ci.Timestamp, Segment: ci.Segment, Bytes: ci.Bytes, Count: ci.Count,
 		Filters: ci.Filters, Unfiltered: ci.Unfiltered, AnyFilter: ci.AnyFilter,
 	}})

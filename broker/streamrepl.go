@@ -51,6 +51,11 @@ type streamAppender struct {
 	// drained, while over streamPendingCap bytes wait, is closed once
 	// they fall under half of it.
 	drained chan struct{}
+	// spare and spareConfirms are the arrays of an append's lists, given
+	// back once it is encoded and answered, for the lists of the next
+	// (one append is in flight at a time).
+	spare         []streamAppend
+	spareConfirms []streamConfirm
 }
 
 // streamConfirm is a publisher waiting for the message at index i of the
@@ -155,16 +160,28 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 		a.mu.Unlock()
 		return
 	}
-	batch := a.pending[:n:n]
-	a.pending = a.pending[n:]
+	// The lists taken whole go back to the appender once done with
+	// (spare); a list cut at a chunk shares its array with the rest.
+	batch, whole := a.pending[:n], n == len(a.pending)
+	if whole {
+		a.pending, a.spare = a.spare[:0], nil
+	} else {
+		batch = batch[:n:n]
+		a.pending = a.pending[n:]
+	}
 	k := 0
 	for k < len(a.confirms) && a.confirms[k].i < n {
 		k++
 	}
-	confirms := a.confirms[:k:k]
-	a.confirms = a.confirms[k:]
-	for i := range a.confirms {
-		a.confirms[i].i -= n
+	confirms, wholeConfirms := a.confirms[:k], k == len(a.confirms)
+	if wholeConfirms {
+		a.confirms, a.spareConfirms = a.spareConfirms[:0], nil
+	} else {
+		confirms = confirms[:k:k]
+		a.confirms = a.confirms[k:]
+		for i := range a.confirms {
+			a.confirms[i].i -= n
+		}
 	}
 	a.bytes -= size
 	if a.drained != nil && a.bytes <= streamPendingCap/2 {
@@ -172,7 +189,21 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 		a.drained = nil
 	}
 	a.mu.Unlock()
-	cmd := appendStreamAppendCmd(make([]byte, 0, size+64*n), qe.repl.key, nowMs(), batch)
+	// The command is built behind the room the group's log frames it
+	// with, so that it is proposed without a copy (replCmd.buf).
+	h := p.headroom()
+	need := h + 64
+	for i := range batch {
+		m := batch[i].msg
+		need += len(m.Exchange) + len(m.RoutingKey) + len(m.Header) + len(m.Body) + 40
+	}
+	buf := appendStreamAppendCmd(make([]byte, h, need), qe.repl.key, nowMs(), batch)
+	if whole {
+		clear(batch)
+		a.mu.Lock()
+		a.spare = batch[:0]
+		a.mu.Unlock()
+	}
 	// The publishers are answered, and the next append proposed, at the
 	// first of: the command's commit, when this node leads the group and
 	// counts it (the messages are on a majority's disks, and applying an
@@ -180,12 +211,23 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 	// publishes were routed); or its outcome on this node.
 	var answered atomic.Bool
 	answer := func(err error) {
-		for _, c := range confirms {
+		// A channel's confirms are handed to its connection's writer
+		// once for the run of them (one basic.ack for the lot).
+		for i, c := range confirms {
 			if c.done != nil {
 				c.done(err)
-			} else {
-				c.ch.journaled(c.seq, err)
+				continue
 			}
+			c.ch.confirms.done(c.seq, err)
+			if i+1 == len(confirms) || confirms[i+1].ch != c.ch {
+				c.ch.c.confirmReady(c.ch)
+			}
+		}
+		if wholeConfirms {
+			clear(confirms)
+			a.mu.Lock()
+			a.spareConfirms = confirms[:0]
+			a.mu.Unlock()
 		}
 		b.flushStreamAppends(qe, p)
 	}
@@ -194,7 +236,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			answer(nil)
 		}
 	}
-	p.submitCommitted(cmd, committed, func(r *GroupResult, err error) {
+	p.submitFramed(replCmd{cmd: buf[h:], buf: buf, committed: committed, done: func(r *GroupResult, err error) {
 		if err == nil && r.Err != nil {
 			err = r.Err
 		}
@@ -204,7 +246,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 		if answered.CompareAndSwap(false, true) {
 			answer(err)
 		}
-	})
+	}})
 }
 
 // replStream returns the group state machine holding replicated stream qe

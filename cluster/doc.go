@@ -278,7 +278,10 @@
 // entries up to the new commit index, in order, on the goroutine that
 // counted it (leaderCommitted), before its main loop and FSM goroutine
 // get to the entries; a replicated stream's appender answers its
-// publishers there (TestRaftLogBeginCommitted). Snapshots use
+// publishers there (TestRaftLogBeginCommitted). BeginFramed takes a
+// command built behind CommandHeadroom free bytes and writes the request
+// id there, so the broker's stream appends reach the log without a copy.
+// Snapshots use
 // Raft's FileSnapshotStore in a directory per group. A data
 // group's snapshot carries the bodies its members keep in their stores
 // rather than in RAM (broker/quorumbodies.go), streamed into the snapshot;

@@ -817,12 +817,28 @@ func (l *RaftLog) BeginCommitted(cmd []byte, committed func()) (wait func() (App
 	if l.raft == nil || l.raft.State() != raft.Leader {
 		return nil, false
 	}
+	env := make([]byte, CommandHeadroom, CommandHeadroom+len(cmd))
+	return l.BeginFramed(append(env, cmd...), committed)
+}
+
+// CommandHeadroom is how many bytes BeginFramed takes before a command in
+// its buffer (the entry's request id).
+const CommandHeadroom = len(reqID{})
+
+// BeginFramed is BeginCommitted of the command buf[CommandHeadroom:]: it
+// writes the entry's request id into buf[:CommandHeadroom] and proposes
+// buf itself, so a caller that builds its command behind that much free
+// room has it proposed without a copy. buf must not change afterwards.
+func (l *RaftLog) BeginFramed(buf []byte, committed func()) (wait func() (Applied, error), ok bool) {
+	if len(buf) < CommandHeadroom || l.raft == nil || l.raft.State() != raft.Leader {
+		return nil, false
+	}
 	var id reqID
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, false
 	}
-	env := make([]byte, 0, len(id)+len(cmd))
-	env = append(append(env, id[:]...), cmd...)
+	copy(buf, id[:])
+	env := buf
 	ch := l.fsm.wait(id)
 	if committed != nil && l.rc.CommitHook != nil {
 		// The entry will be past the log's last index now: nothing from

@@ -261,8 +261,8 @@ func TestStreamChunkFailsWhole(t *testing.T) {
 	s.Append(1, 1, testMessage(1, 1), nil)
 	<-gate
 	errc := make(chan error, 2)
-	s.AppendStreamChunk(5, &StreamChunk{First: 10, Count: 1}, []StreamMessage{{Body: []byte("x")}}, func(err error) { errc <- err })
-	s.AppendStreamChunk(5, &StreamChunk{First: 11, Count: 1}, []StreamMessage{{Body: []byte("y")}}, func(err error) { errc <- err })
+	s.AppendStreamChunk(5, &StreamChunk{First: 10, Count: 1}, StreamMessageList{{Body: []byte("x")}}, func(err error) { errc <- err })
+	s.AppendStreamChunk(5, &StreamChunk{First: 11, Count: 1}, StreamMessageList{{Body: []byte("y")}}, func(err error) { errc <- err })
 	close(release)
 	if err := <-errc; err == nil {
 		t.Fatal("chunk 10: no error")
@@ -341,11 +341,11 @@ func TestLargeStreamChunk(t *testing.T) {
 	msgs := []StreamMessage{{Exchange: "x", RoutingKey: "k", Header: []byte{1, 2}, Body: []byte("small"), Filter: "f"},
 		{Exchange: "x", RoutingKey: "k", Header: []byte{3}, Body: big}}
 	errc := make(chan error, 1)
-	s.AppendStreamChunk(5, &StreamChunk{First: 0, Count: 2, Bytes: int64(len(big) + 5)}, msgs, func(err error) { errc <- err })
+	s.AppendStreamChunk(5, &StreamChunk{First: 0, Count: 2, Bytes: int64(len(big) + 5)}, StreamMessageList(msgs), func(err error) { errc <- err })
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	s.AppendStreamChunk(5, &StreamChunk{First: 2, Count: 1}, []StreamMessage{{Body: []byte("next")}}, func(err error) { errc <- err })
+	s.AppendStreamChunk(5, &StreamChunk{First: 2, Count: 1}, StreamMessageList{{Body: []byte("next")}}, func(err error) { errc <- err })
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}

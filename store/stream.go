@@ -52,6 +52,23 @@ type StreamMessage struct {
 	Filter               string
 }
 
+// StreamMessages are the messages of a chunk to write: Len of them, the
+// ith by At. The store reads them before AppendStreamChunk returns, so an
+// owner hands its own list over as it is, without building a copy.
+type StreamMessages interface {
+	Len() int
+	At(i int) StreamMessage
+}
+
+// StreamMessageList is a slice of messages as StreamMessages.
+type StreamMessageList []StreamMessage
+
+// Len implements StreamMessages.
+func (l StreamMessageList) Len() int { return len(l) }
+
+// At implements StreamMessages.
+func (l StreamMessageList) At(i int) StreamMessage { return l[i] }
+
 func streamKey(streamID uint64, kind byte, off uint64) []byte {
 	b := make([]byte, streamKeyLen)
 	b[0] = prefixStream
@@ -134,7 +151,7 @@ func decodeChunkHeader(first uint64, val []byte) (*StreamChunk, error) {
 // Data over bodyChunkLen is kept in chunk records (large.go), like a large
 // message body: the data record then says how long the data is and the
 // chunk header how many chunk records it has.
-func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
+func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs StreamMessages, done func(error)) {
 	s.appendStreamChunk(streamID, c, msgs, done, true)
 }
 
@@ -143,14 +160,14 @@ func (s *Store) AppendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 // majority of nodes): it has no sync of its own but rides with the next
 // group commit, or is written within removeDelay. done is called once it
 // is durable.
-func (s *Store) AppendReplicaChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error)) {
+func (s *Store) AppendReplicaChunk(streamID uint64, c *StreamChunk, msgs StreamMessages, done func(error)) {
 	s.appendStreamChunk(streamID, c, msgs, done, false)
 }
 
-func (s *Store) appendStreamChunk(streamID uint64, c *StreamChunk, msgs []StreamMessage, done func(error), urgent bool) {
-	size := 0
-	for i := range msgs {
-		m := &msgs[i]
+func (s *Store) appendStreamChunk(streamID uint64, c *StreamChunk, msgs StreamMessages, done func(error), urgent bool) {
+	size, n := 0, msgs.Len()
+	for i := range n {
+		m := msgs.At(i)
 		size += uvarintLen(uint64(len(m.Exchange))) + len(m.Exchange) +
 			uvarintLen(uint64(len(m.RoutingKey))) + len(m.RoutingKey) +
 			uvarintLen(uint64(len(m.Header))) + len(m.Header) +
@@ -166,8 +183,8 @@ func (s *Store) appendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 	ch.parts = 0
 	if size <= bodyChunkLen {
 		data = beginRecord(data)
-		for i := range msgs {
-			m := &msgs[i]
+		for i := range n {
+			m := msgs.At(i)
 			data = appendString(data, m.Exchange)
 			data = appendString(data, m.RoutingKey)
 			data = appendBytes(data, m.Header)
@@ -184,8 +201,8 @@ func (s *Store) appendStreamChunk(streamID uint64, c *StreamChunk, msgs []Stream
 		sealRecord(data[start:])
 		head = uint32(len(data) - start)
 		w := newChunkWriter(data, size)
-		for i := range msgs {
-			m := &msgs[i]
+		for i := range n {
+			m := msgs.At(i)
 			w.writeString(m.Exchange)
 			w.writeString(m.RoutingKey)
 			w.writeBytes(m.Header)

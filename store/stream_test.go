@@ -19,7 +19,7 @@ func TestStreamChunksRoundTrip(t *testing.T) {
 			msgs[i] = StreamMessage{Exchange: "x", RoutingKey: "k", Header: []byte{1, 2}, Body: []byte(fmt.Sprintf("b%d", c*4+i)), Filter: "f"}
 		}
 		done := make(chan error, 1)
-		s.AppendStreamChunk(7, &StreamChunk{First: uint64(c * 4), Count: 4, Timestamp: int64(c), Segment: uint64(c / 2), Bytes: 8, Filters: []string{"f"}}, msgs, func(err error) { done <- err })
+		s.AppendStreamChunk(7, &StreamChunk{First: uint64(c * 4), Count: 4, Timestamp: int64(c), Segment: uint64(c / 2), Bytes: 8, Filters: []string{"f"}}, StreamMessageList(msgs), func(err error) { done <- err })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestReplicaChunkRidesWithNextCommit(t *testing.T) {
 	msgs := []StreamMessage{{Exchange: "x", RoutingKey: "k", Body: []byte("m0")}}
 	chunkDone, appendDone := make(chan error, 1), make(chan error, 1)
 	commits := s.commits.Load()
-	s.AppendReplicaChunk(9, &StreamChunk{First: 0, Count: 1, Bytes: 2}, msgs, note("chunk", chunkDone))
+	s.AppendReplicaChunk(9, &StreamChunk{First: 0, Count: 1, Bytes: 2}, StreamMessageList(msgs), note("chunk", chunkDone))
 	time.Sleep(20 * time.Millisecond) // well within removeDelay
 	if n := s.commits.Load(); n != commits {
 		t.Fatalf("%d group commits for the replica chunk alone, want none yet", n-commits)
@@ -99,7 +99,7 @@ func TestReplicaChunkRidesWithNextCommit(t *testing.T) {
 		t.Errorf("%d group commits for the chunk and the append, want 1", n)
 	}
 	// Alone, it is written within removeDelay.
-	s.AppendReplicaChunk(9, &StreamChunk{First: 1, Count: 1, Bytes: 2}, []StreamMessage{{Body: []byte("m1")}}, note("chunk", chunkDone))
+	s.AppendReplicaChunk(9, &StreamChunk{First: 1, Count: 1, Bytes: 2}, StreamMessageList{{Body: []byte("m1")}}, note("chunk", chunkDone))
 	select {
 	case err := <-chunkDone:
 		if err != nil {

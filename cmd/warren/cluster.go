@@ -162,8 +162,8 @@ func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, er
 }
 
 // Begin implements broker.PipelineLog.
-func (c commandLog) Begin(cmd []byte, committed func()) (func() (broker.Applied, error), bool) {
-	wait, ok := c.l.BeginCommitted(cmd, committed)
+func (c commandLog) Begin(buf []byte, committed func()) (func() (broker.Applied, error), bool) {
+	wait, ok := c.l.BeginFramed(buf, committed)
 	if !ok {
 		return nil, false
 	}
@@ -172,6 +172,9 @@ func (c commandLog) Begin(cmd []byte, committed func()) (func() (broker.Applied,
 		return broker.Applied{Index: a.Index, Result: a.Result}, err
 	}, true
 }
+
+// Headroom implements broker.PipelineLog.
+func (commandLog) Headroom() int { return cluster.CommandHeadroom }
 
 func (c commandLog) ProposeFunc(cmd []byte, done func(broker.Applied, error)) {
 	c.l.ProposeFunc(cmd, func(a cluster.Applied, err error) { done(broker.Applied{Index: a.Index, Result: a.Result}, err) })
