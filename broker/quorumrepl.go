@@ -445,13 +445,7 @@ const (
 // channel closed once the backlog has drained to replLowBytes, for the
 // caller's publisher to wait on.
 func (p *groupProposer) submit(cmd []byte, done func(*GroupResult, error)) (drained chan struct{}) {
-	return p.submitCommitted(cmd, nil, done)
-}
-
-// submitCommitted is submit with committed told of the commit of cmd's
-// entry, when the log can tell it before cmd is applied (replCmd).
-func (p *groupProposer) submitCommitted(cmd []byte, committed func(), done func(*GroupResult, error)) (drained chan struct{}) {
-	return p.submitFramed(replCmd{cmd: cmd, done: done, committed: committed})
+	return p.submitCmd(replCmd{cmd: cmd, done: done})
 }
 
 // headroom is the free room a command should have before it in its buffer
@@ -464,9 +458,10 @@ func (p *groupProposer) headroom() int {
 	return 0
 }
 
-// submitFramed is submitCommitted of c (whose buf may hold its command
-// behind free room: headroom).
-func (p *groupProposer) submitFramed(c replCmd) (drained chan struct{}) {
+// submitCmd is submit of c, whose committed, when set, is told of the
+// commit of its entry when the log can tell it before c is applied, and
+// whose buf may hold its command behind free room (headroom).
+func (p *groupProposer) submitCmd(c replCmd) (drained chan struct{}) {
 	cmd := c.cmd
 	p.mu.Lock()
 	if p.moved.L == nil {

@@ -181,7 +181,7 @@ func TestGroupProposerFramed(t *testing.T) {
 	enqueue := func(seq uint64) []byte {
 		c := queue.Cmd{Op: queue.OpEnqueue, TTL: -1, Msg: &queue.Message{Body: []byte("m")}, Publisher: 1, PubSeq: seq}
 		buf := AppendGroupQueueCmd(make([]byte, l.h, 256), k, &c)
-		p.submitFramed(replCmd{cmd: buf[l.h:], buf: buf, done: func(r *GroupResult, err error) {
+		p.submitCmd(replCmd{cmd: buf[l.h:], buf: buf, done: func(r *GroupResult, err error) {
 			if err != nil || r.Err != nil || len(r.Effects) != 1 || r.Effects[0].Kind != queue.EffConfirm {
 				results <- 0
 				return

@@ -236,7 +236,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			answer(nil)
 		}
 	}
-	p.submitFramed(replCmd{cmd: buf[h:], buf: buf, committed: committed, done: func(r *GroupResult, err error) {
+	p.submitCmd(replCmd{cmd: buf[h:], buf: buf, committed: committed, done: func(r *GroupResult, err error) {
 		if err == nil && r.Err != nil {
 			err = r.Err
 		}
