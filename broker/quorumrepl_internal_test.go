@@ -17,27 +17,13 @@ import (
 // result; a backlog over replHighBytes hands publishers a channel that is
 // closed once the backlog has drained.
 func TestGroupProposerOrderAndBackpressure(t *testing.T) {
-	st, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	g := NewQueueGroup()
 	// The first command's apply waits until every publish is submitted, so
 	// the backlog is over the high mark whatever the machine's speed.
 	gm := &gatedMachine{StateMachine: g, gate: make(chan struct{})}
-	l, err := NewLocalLog(LocalLogConfig{Store: st, LogID: 1, Machine: gm, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := startGroupLog(t, gm)
 	defer gm.open()
-	b := &Broker{log: zaptest.NewLogger(t)}
-	b.repl.init("n1")
-	p := &groupProposer{b: b, g: 1, log: l}
+	b, p := newTestProposer(t, l)
 	k := GroupQueueKey{VHost: "/", Name: "q", ID: 1}
 	p.submit(GroupCreateCmd(k, queue.DefaultConfig()), nil)
 
@@ -81,6 +67,35 @@ func TestGroupProposerOrderAndBackpressure(t *testing.T) {
 		t.Fatalf("%d messages enqueued, want %d", ready, n)
 	}
 	b.closeRepl()
+}
+
+// startGroupLog starts a real single-node log applying to sm, on a store
+// in a temporary directory; both are closed (the log first) when the test
+// ends.
+func startGroupLog(t *testing.T, sm StateMachine) *LocalLog {
+	t.Helper()
+	st, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l, err := NewLocalLog(LocalLogConfig{Store: st, LogID: 1, Machine: sm, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// newTestProposer is group 1's proposer on node n1 of a bare broker,
+// proposing to log.
+func newTestProposer(t *testing.T, log CommandLog) (*Broker, *groupProposer) {
+	b := &Broker{log: zaptest.NewLogger(t)}
+	b.repl.init("n1")
+	return b, &groupProposer{b: b, g: 1, log: log}
 }
 
 // gatedMachine holds its first Apply until open is called.
@@ -146,26 +161,11 @@ func (l *framedLog) Begin(buf []byte, committed func()) (func() (Applied, error)
 // in a batch built behind the headroom too, and each gets its own result,
 // in order.
 func TestGroupProposerFramed(t *testing.T) {
-	st, err := store.Open(store.Config{Dir: t.TempDir(), NoSync: true, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	g := NewQueueGroup()
-	ll, err := NewLocalLog(LocalLogConfig{Store: st, LogID: 1, Machine: g, Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ll.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer ll.Close()
-	l := &framedLog{LocalLog: ll, h: 16, entered: make(chan struct{}), hold: make(chan struct{})}
+	l := &framedLog{LocalLog: startGroupLog(t, g), h: 16, entered: make(chan struct{}), hold: make(chan struct{})}
 	var release sync.Once
 	defer release.Do(func() { close(l.hold) })
-	b := &Broker{log: zaptest.NewLogger(t)}
-	b.repl.init("n1")
-	p := &groupProposer{b: b, g: 1, log: l}
+	b, p := newTestProposer(t, l)
 	if h := p.headroom(); h != l.h {
 		t.Fatalf("headroom %d, want %d", h, l.h)
 	}

@@ -160,28 +160,14 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 		a.mu.Unlock()
 		return
 	}
-	// The lists taken whole go back to the appender once done with
-	// (spare); a list cut at a chunk shares its array with the rest.
-	batch, whole := a.pending[:n], n == len(a.pending)
-	if whole {
-		a.pending, a.spare = a.spare[:0], nil
-	} else {
-		batch = batch[:n:n]
-		a.pending = a.pending[n:]
-	}
+	batch, whole := takeList(&a.pending, &a.spare, n)
 	k := 0
 	for k < len(a.confirms) && a.confirms[k].i < n {
 		k++
 	}
-	confirms, wholeConfirms := a.confirms[:k], k == len(a.confirms)
-	if wholeConfirms {
-		a.confirms, a.spareConfirms = a.spareConfirms[:0], nil
-	} else {
-		confirms = confirms[:k:k]
-		a.confirms = a.confirms[k:]
-		for i := range a.confirms {
-			a.confirms[i].i -= n
-		}
+	confirms, wholeConfirms := takeList(&a.confirms, &a.spareConfirms, k)
+	for i := range a.confirms {
+		a.confirms[i].i -= n
 	}
 	a.bytes -= size
 	if a.drained != nil && a.bytes <= streamPendingCap/2 {
@@ -199,10 +185,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 	}
 	buf := appendStreamAppendCmd(make([]byte, h, need), qe.repl.key, nowMs(), batch)
 	if whole {
-		clear(batch)
-		a.mu.Lock()
-		a.spare = batch[:0]
-		a.mu.Unlock()
+		giveBack(&a.mu, &a.spare, batch)
 	}
 	// The publishers are answered, and the next append proposed, at the
 	// first of: the command's commit, when this node leads the group and
@@ -224,10 +207,7 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			}
 		}
 		if wholeConfirms {
-			clear(confirms)
-			a.mu.Lock()
-			a.spareConfirms = confirms[:0]
-			a.mu.Unlock()
+			giveBack(&a.mu, &a.spareConfirms, confirms)
 		}
 		b.flushStreamAppends(qe, p)
 	}
@@ -247,6 +227,30 @@ func (b *Broker) flushStreamAppends(qe *queueEntity, p *groupProposer) {
 			answer(err)
 		}
 	}})
+}
+
+// takeList takes the first n items of *list. All of them: the list's
+// array is the caller's until it gives it back (giveBack), and *list goes
+// on in *spare's array. Fewer: the items taken share their array with the
+// rest, which the caller does not give back.
+func takeList[T any](list, spare *[]T, n int) (taken []T, whole bool) {
+	if n == len(*list) {
+		taken = *list
+		*list, *spare = (*spare)[:0], nil
+		return taken, true
+	}
+	taken = (*list)[:n:n]
+	*list = (*list)[n:]
+	return taken, false
+}
+
+// giveBack makes the array of a list takeList took whole the next spare,
+// emptied, with mu (the appender's) held.
+func giveBack[T any](mu *sync.Mutex, spare *[]T, taken []T) {
+	clear(taken)
+	mu.Lock()
+	*spare = taken[:0]
+	mu.Unlock()
 }
 
 // replStream returns the group state machine holding replicated stream qe
