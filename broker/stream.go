@@ -466,6 +466,10 @@ func (ch *channel) publishStreamLocked(qe *queueEntity, msg *queue.Message, conf
 	return nil
 }
 
+// streamHeaderArenaMax bounds the allocation streamHeaderIn makes for the
+// headers still to come.
+const streamHeaderArenaMax = 64 << 10
+
 // chunkEntries are the entries of a chunk a stream took (its own list,
 // queue.StreamEffect) as the store's messages to write.
 type chunkEntries []queue.StreamEntry
@@ -488,7 +492,8 @@ func streamHeader(header []byte, off uint64) ([]byte, string) {
 // spare capacity, when arena is set: the headers of a chunk's messages,
 // which live as long as one another, share an allocation. left counts the
 // messages whose headers are still to come, this one included: a fresh
-// arena is sized for as many headers as this one.
+// arena is sized for as many headers as this one, up to
+// streamHeaderArenaMax (large headers get an arena each).
 func streamHeaderIn(arena *[]byte, left int, header []byte, off uint64) ([]byte, string) {
 	need := len(header) + 32
 	var dst []byte
@@ -496,7 +501,7 @@ func streamHeaderIn(arena *[]byte, left int, header []byte, off uint64) ([]byte,
 		dst = make([]byte, 0, need)
 	} else {
 		if cap(*arena)-len(*arena) < need {
-			*arena = make([]byte, 0, need*max(left, 1))
+			*arena = make([]byte, 0, max(need, min(need*max(left, 1), streamHeaderArenaMax)))
 		}
 		dst = (*arena)[len(*arena):len(*arena):cap(*arena)]
 	}

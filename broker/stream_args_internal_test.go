@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,18 @@ func TestStreamHeaderArena(t *testing.T) {
 			t.Fatalf("header %d: %x %q, want %x %q", i, out, filter, want, wantFilter)
 		}
 		got = append(got, out)
+	}
+	// A large header with many to come gets an arena of its own size, not
+	// one sized for all of them.
+	big := amqp.ContentHeader{ClassID: amqp.ClassBasic, Properties: amqp.Properties{
+		Headers: amqp.Table{"big": strings.Repeat("x", 100<<10)}}}
+	bh, err := big.AppendTo(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bigArena []byte
+	if _, _ = streamHeaderIn(&bigArena, 250, bh, 1); cap(bigArena) > max(len(bh)+32, streamHeaderArenaMax) {
+		t.Fatalf("arena of %d bytes for a %d-byte header", cap(bigArena), len(bh))
 	}
 	for j := range got {
 		_ = append(got[j], "overwrite"...)
