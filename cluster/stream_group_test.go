@@ -146,6 +146,12 @@ func TestClusterStreamGroupNodeDown(t *testing.T) {
 	})
 	a, b := &sgMember{name: "a"}, &sgMember{name: "b"}
 	sgJoin(t, nodes[1], a, parts)
+	// A member's join is proposed to each partition's group after its
+	// basic.consume-ok, and retried every 250 ms while the group does not
+	// take it: give a's joins time to apply before b's, so that the order
+	// of the joins (which decides the spread) is a then b in every
+	// partition.
+	time.Sleep(2 * time.Second)
 	sgJoin(t, nodes[2], b, parts)
 
 	_, pch := dial(t, nodes[0])
