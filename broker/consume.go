@@ -274,6 +274,17 @@ func (ch *channel) confirmConsumer(cons *consumer, tag string, noWait bool) {
 	}
 }
 
+// lateConsumeOk sends the basic.consume-ok of cons, registered earlier
+// (confirmConsumer without one), if the channel still has it: not after
+// the channel closed or the consumer was cancelled.
+func (ch *channel) lateConsumeOk(cons *consumer, tag string) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.closed && ch.consumers[tag] == cons {
+		ch.c.send(ch.id, &amqp.BasicConsumeOk{ConsumerTag: tag})
+	}
+}
+
 func (ch *channel) cancel(m *amqp.BasicCancel) error {
 	ch.c.b.reply.drop(ch, m.ConsumerTag)
 	ch.mu.Lock()

@@ -345,12 +345,18 @@ func (ch *channel) consumeStreamRepl(qe *queueEntity, m *amqp.BasicConsume, tag 
 	}
 	if single {
 		// Waiting until the group (the stream's replicated state)
-		// elects it: its join is proposed below.
-		g.addSACLocked(gs, cons)
+		// elects it: its join is proposed below, and its consume-ok
+		// sent once the join is applied here.
+		ch.confirmConsumer(cons, tag, true)
+		var consumeOk func()
+		if !m.NoWait {
+			consumeOk = func() { ch.lateConsumeOk(cons, tag) }
+		}
+		g.addSACLocked(gs, cons, consumeOk)
 	} else {
 		s.AddConsumer(sc)
+		ch.confirmConsumer(cons, tag, m.NoWait)
 	}
-	ch.confirmConsumer(cons, tag, m.NoWait)
 	if g.host != nil {
 		g.host.dispatchLocked(gs)
 	}

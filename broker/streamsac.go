@@ -58,6 +58,22 @@ type sacMember struct {
 type sacLocal struct {
 	key GroupQueueKey
 	sc  *queue.StreamConsumer
+	// consumeOk, until the consumer's join is applied here, sends its
+	// basic.consume-ok (nil: sent, or not asked for): as in RabbitMQ, a
+	// client's consume returns once the consumer is in its group, so the
+	// order of the consumes is the order of the group's members.
+	consumeOk func()
+}
+
+// answerJoinLocked sends the basic.consume-ok of local consumer id, if it
+// waits for one. Hold g.mu.
+func (g *QueueGroup) answerJoinLocked(id queue.ConsumerID) {
+	if l, ok := g.sacLocal[id]; ok && l.consumeOk != nil {
+		f := l.consumeOk
+		l.consumeOk = nil
+		g.sacLocal[id] = l
+		f()
+	}
 }
 
 // GroupStreamJoinCmd is the command adding consumer id (tag) to group name
@@ -112,6 +128,8 @@ func (g *QueueGroup) applySACLocked(gs *groupStream, op byte, r *GroupResult, d 
 	if !slices.ContainsFunc(sg.members, func(m sacMember) bool { return m.id == id }) {
 		sg.members = append(sg.members, sacMember{id: id, tag: tag})
 	}
+	// Its consume-ok before anything the election may deliver to it.
+	g.answerJoinLocked(id)
 	g.electLocked(gs, name, sg, id)
 	if g.host != nil {
 		b := g.host.b
@@ -199,6 +217,9 @@ func (g *QueueGroup) sacIDsLocked(ids []queue.ConsumerID) []queue.ConsumerID {
 // members (after a snapshot restore moved them over). Hold g.mu.
 func (g *QueueGroup) syncLocalLocked() {
 	for id, l := range g.sacLocal {
+		// A join the snapshot holds was not applied here: answered now
+		// (and one it lacks is proposed again by the watch).
+		g.answerJoinLocked(id)
 		gs := g.streams[l.key]
 		if gs == nil {
 			continue
@@ -326,12 +347,13 @@ func (b *Broker) replMachine(g uint64) *QueueGroup {
 }
 
 // addSACLocked registers cons, a consumer of a group of replicated stream
-// gs, as this node's (waiting until the group elects it). Hold g.mu.
-func (g *QueueGroup) addSACLocked(gs *groupStream, cons *consumer) {
+// gs, as this node's (waiting until the group elects it); consumeOk, when
+// set, is called once its join is applied here. Hold g.mu.
+func (g *QueueGroup) addSACLocked(gs *groupStream, cons *consumer, consumeOk func()) {
 	if g.sacLocal == nil {
 		g.sacLocal = map[queue.ConsumerID]sacLocal{}
 	}
-	g.sacLocal[cons.ID] = sacLocal{key: gs.key, sc: cons.stream}
+	g.sacLocal[cons.ID] = sacLocal{key: gs.key, sc: cons.stream, consumeOk: consumeOk}
 	gs.s.AddConsumer(cons.stream)
 	gs.s.SetActive(cons.stream, false, false, 0)
 }

@@ -145,13 +145,10 @@ func TestClusterStreamGroupNodeDown(t *testing.T) {
 		return true
 	})
 	a, b := &sgMember{name: "a"}, &sgMember{name: "b"}
+	// A consume returns once the member's join is applied (its
+	// consume-ok waits for it): a's joins come before b's in every
+	// partition's group.
 	sgJoin(t, nodes[1], a, parts)
-	// A member's join is proposed to each partition's group after its
-	// basic.consume-ok, and retried every 250 ms while the group does not
-	// take it: give a's joins time to apply before b's, so that the order
-	// of the joins (which decides the spread) is a then b in every
-	// partition.
-	time.Sleep(2 * time.Second)
 	sgJoin(t, nodes[2], b, parts)
 
 	_, pch := dial(t, nodes[0])
