@@ -217,8 +217,9 @@ func (g *QueueGroup) sacIDsLocked(ids []queue.ConsumerID) []queue.ConsumerID {
 // members (after a snapshot restore moved them over). Hold g.mu.
 func (g *QueueGroup) syncLocalLocked() {
 	for id, l := range g.sacLocal {
-		// A join the snapshot holds was not applied here: answered now
-		// (and one it lacks is proposed again by the watch).
+		// The joins a restored snapshot holds were not applied here:
+		// the consumers still waiting for their consume-ok get it now
+		// (one whose join is still to come in the log, a little early).
 		g.answerJoinLocked(id)
 		gs := g.streams[l.key]
 		if gs == nil {
