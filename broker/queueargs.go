@@ -308,6 +308,9 @@ func (qe *queueEntity) initFeatures(s queueSettings) {
 	cfg.DeadLetterAtLeastOnce = false
 	qe.qv = *queue.NewWithConfig(cfg)
 	qe.q = &qe.qv
+	// messages_persistent: a durable classic queue counts its persistent
+	// messages (a quorum queue or a stream keeps every message on disk).
+	qe.qv.SetCountPersistent(qe.durable && !s.quorum && s.stream == nil)
 	qe.quorum = s.quorum
 	qe.fx.set = s
 	if s.dedup != nil {

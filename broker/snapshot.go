@@ -58,6 +58,11 @@ type QueueInfo struct {
 	ReadyBytes     int64
 	// UnackedBytes is the body size of the unacknowledged deliveries.
 	UnackedBytes int64
+	// Persistent and PersistentBytes count a durable classic queue's
+	// persistent messages (delivery mode 2), ready and unacknowledged,
+	// and their body bytes; 0 for other queues.
+	Persistent      int
+	PersistentBytes int64
 	// HeadTimestamp is the timestamp property of the next message to go
 	// (HasHeadTimestamp false when it has none, the queue is empty or its
 	// head is paged out): RabbitMQ's head_message_timestamp.
@@ -283,6 +288,7 @@ func (qe *queueEntity) info() (QueueInfo, bool) {
 	}
 	qi.Ready, qi.Unacked, qi.ReadyBytes = qe.q.Ready(), qe.q.Unacked(), qe.q.ReadyBytes()
 	qi.UnackedBytes = qe.q.UnackedBytes()
+	qi.Persistent, qi.PersistentBytes = qe.q.Persistent()
 	qi.PagedOut, qi.PagedOutBytes = qe.q.Paged()
 	if m := qe.q.HeadMessage(); m != nil && qe.stream == nil {
 		ts, ok := amqp.PeekTimestamp(m.Header)

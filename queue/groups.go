@@ -282,6 +282,7 @@ func (q *Queue) deliverGroup(out []Delivery, c *Consumer, g *msgGroup, at int) [
 		q.holes++
 	}
 	q.readyLen -= int64(s.size)
+	q.persistReady(s.msg, s.flags&flagSpilled != 0, s.size, -1)
 	g.drop(s.seq)
 	s.delivered()
 	if !c.NoAck {

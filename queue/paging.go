@@ -70,6 +70,7 @@ func (q *Queue) PageOut(seq uint64, prio uint8, spilled bool) bool {
 	if s == nil || s.msg == nil {
 		return false
 	}
+	q.persistPagedOut(s.msg, spilled, s.size)
 	s.msg = nil
 	if spilled {
 		s.setSpilled()
@@ -114,6 +115,7 @@ func (q *Queue) PageOutEach(keep int, keepBytes int64, page func(seq uint64, m *
 			}
 			ok, spilled, more := page(r.seqAt(j), s.msg)
 			if ok {
+				q.persistPagedOut(s.msg, spilled, s.size)
 				s.msg = nil
 				if spilled {
 					s.setSpilled()
@@ -164,6 +166,7 @@ func (q *Queue) PageIn(seq uint64, m *Message) bool {
 	if s.msg != nil {
 		return false
 	}
+	q.persistPagedIn(m, s.spilled(), s.size)
 	s.msg = m
 	q.paged--
 	q.pagedLen -= int64(s.size)
@@ -204,6 +207,7 @@ func (q *Queue) dropReady(seq uint64, pagedOnly bool) bool {
 			q.hiReady--
 		}
 		q.readyLen -= int64(s.size)
+		q.persistReady(s.msg, s.flags&flagSpilled != 0, s.size, -1)
 		if s.msg == nil {
 			q.paged--
 			q.pagedLen -= int64(s.size)

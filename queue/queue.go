@@ -67,6 +67,13 @@ type Queue struct {
 	// hand out paged-out messages (Entry.Msg nil) instead of stopping at
 	// them (SetDeliverPaged).
 	deliverPaged bool
+	// countPersistent, set by the owner (not state), has the queue count
+	// its persistent messages (SetCountPersistent, persistent.go):
+	// pReady/pReadyLen of the ready ones, pAcked/pAckedLen of the
+	// unacknowledged ones, kept beside readyLen and ackedLen.
+	countPersistent      bool
+	pReady, pAcked       int
+	pReadyLen, pAckedLen int64
 }
 
 // New returns an empty queue with the default configuration: no TTL, no
@@ -111,6 +118,10 @@ func (q *Queue) Publish(m *Message) uint64 {
 		q.nextSeq++
 		q.base.ready.push(slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())})
 		q.readyLen += int64(m.Size())
+		if q.countPersistent && m.Persistent {
+			q.pReady++
+			q.pReadyLen += int64(m.Size())
+		}
 		return q.nextSeq
 	}
 	seq, ok, _ := q.PublishAt(m, 0, -1)
@@ -134,6 +145,7 @@ func (q *Queue) pushPrio(e slot, p int) {
 		q.base.ready.push(e)
 	}
 	q.readyLen += int64(e.size)
+	q.persistReady(e.msg, e.flags&flagSpilled != 0, e.size, 1)
 	if e.msg == nil {
 		q.paged++
 		q.pagedLen += int64(e.size)
@@ -152,6 +164,7 @@ func (q *Queue) requeue(s slot) {
 		q.base.requeued.push(s)
 	}
 	q.readyLen += int64(s.size)
+	q.persistReady(s.msg, s.flags&flagSpilled != 0, s.size, 1)
 	if q.mg != nil {
 		q.mg.add(&s, true)
 	}
@@ -176,6 +189,7 @@ func (q *Queue) remove(l *lane) slot {
 		q.hiReady--
 	}
 	q.readyLen -= int64(e.size)
+	q.persistReady(e.msg, e.flags&flagSpilled != 0, e.size, -1)
 	if e.msg == nil {
 		q.paged--
 		q.pagedLen -= int64(e.size)
@@ -217,6 +231,7 @@ func (q *Queue) take() slot {
 	if q.hiReady == 0 && len(q.base.requeued) == 0 {
 		e = q.base.ready.pop()
 		q.readyLen -= int64(e.size)
+		q.persistReady(e.msg, e.flags&flagSpilled != 0, e.size, -1)
 	} else {
 		e = q.remove(q.next())
 		e.delivered()
@@ -341,6 +356,7 @@ func (q *Queue) deliverHead(out []Delivery, c *Consumer) []Delivery {
 	}
 	out = appendCellDelivery(out, c, h, seq)
 	q.readyLen -= int64(h.size)
+	q.persistReady(h.msg, h.spilled(), h.size, -1)
 	l.ready.drop()
 	return out
 }
@@ -453,6 +469,7 @@ func (q *Queue) Purge() int {
 		q.purgeGroups()
 	}
 	q.readyLen = 0
+	q.pReady, q.pReadyLen = 0, 0
 	q.paged = 0
 	q.pagedLen = 0
 	return n

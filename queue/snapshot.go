@@ -236,6 +236,7 @@ func (q *Queue) countReady(l *lane, s slot) {
 		q.hiReady++
 	}
 	q.readyLen += int64(s.size)
+	q.persistReady(s.msg, s.flags&flagSpilled != 0, s.size, 1)
 	if s.msg == nil {
 		q.paged++
 		q.pagedLen += int64(s.size)

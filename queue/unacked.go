@@ -202,6 +202,7 @@ func (q *Queue) hold(s *slot, c *Consumer) {
 	q.held.add(s, c)
 	q.unacked++
 	q.ackedLen += int64(s.size)
+	q.persistAcked(s.msg, s.flags&flagSpilled != 0, s.size, 1)
 	if c != nil {
 		c.unacked++
 	}
@@ -212,6 +213,7 @@ func (q *Queue) holdCell(x *cell, seq uint64, c *Consumer) {
 	q.held.addCell(x, seq, c)
 	q.unacked++
 	q.ackedLen += int64(x.size)
+	q.persistAcked(x.msg, x.spilled(), x.size, 1)
 	if c != nil {
 		c.unacked++
 	}
@@ -228,6 +230,7 @@ func (q *Queue) release(seq uint64, h *held) bool {
 	}
 	q.unacked--
 	q.ackedLen -= int64(h.s.size)
+	q.persistAcked(h.s.msg, h.s.flags&flagSpilled != 0, h.s.size, -1)
 	if h.c != nil {
 		h.c.unacked--
 	}

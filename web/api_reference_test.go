@@ -69,8 +69,6 @@ var notServed = map[string]string{
 	"queues.backing_queue_status":        "RabbitMQ's classic queue internals",
 	"queues.garbage_collection":          "Erlang process",
 	"queues.reductions":                  "Erlang process",
-	"queues.message_bytes_persistent":    "not tracked",
-	"queues.messages_persistent":         "not tracked",
 	"queues.single_active_consumer_ctag": "not reported",
 	"queues.open_files":                  "Ra (Raft) file handles",
 }

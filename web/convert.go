@@ -211,6 +211,7 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	it["message_bytes"] = q.ReadyBytes + q.UnackedBytes
 	it["message_bytes_ready"] = q.ReadyBytes
 	it["message_bytes_unacknowledged"] = q.UnackedBytes
+	it["messages_persistent"], it["message_bytes_persistent"] = persistentCounts(&q)
 	it["messages_paged_out"] = q.PagedOut
 	it["message_bytes_paged_out"] = q.PagedOutBytes
 	it["messages_ram"] = q.Ready - q.PagedOut + q.Unacked
@@ -488,4 +489,16 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// persistentCounts is RabbitMQ's messages_persistent and
+// message_bytes_persistent of q: a durable classic queue's messages
+// published persistent (delivery mode 2), none for a transient queue;
+// every message of a quorum queue or a stream, which keep them all on
+// disk.
+func persistentCounts(q *broker.QueueInfo) (int, int64) {
+	if q.Type == "quorum" || q.Type == "stream" {
+		return q.Ready + q.Unacked, q.ReadyBytes + q.UnackedBytes
+	}
+	return q.Persistent, q.PersistentBytes
 }

@@ -359,6 +359,9 @@ func (c collector) collectDetailed(e *emitter) {
 				e.gauge(p+"queue_messages_ram", "Ready and unacknowledged messages stored in memory", float64(q.Ready-q.PagedOut+q.Unacked), l...)
 				e.gauge(p+"queue_messages_ready_ram", "Ready messages stored in memory", float64(q.Ready-q.PagedOut), l...)
 				e.gauge(p+"queue_messages_unacked_ram", "Unacknowledged messages stored in memory", float64(q.Unacked), l...)
+				n, bytes := persistentCounts(&q)
+				e.gauge(p+"queue_messages_persistent", "Persistent messages", float64(n), l...)
+				e.gauge(p+"queue_messages_persistent_bytes", "Size in bytes of persistent messages", float64(bytes), l...)
 				e.gauge(p+"queue_messages_paged_out", "Messages paged out to disk", float64(q.PagedOut), l...)
 				e.gauge(p+"queue_messages_paged_out_bytes", "Size in bytes of messages paged out to disk", float64(q.PagedOutBytes), l...)
 			}
