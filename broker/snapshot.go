@@ -10,6 +10,7 @@ import (
 
 	"github.com/warrenmq/warren/amqp"
 	"github.com/warrenmq/warren/exchange"
+	"github.com/warrenmq/warren/queue"
 )
 
 // Read-only snapshots for the management API and metrics. Each one is
@@ -604,6 +605,11 @@ func (b *Broker) Consumers(vhostName string) ([]ConsumerInfo, error) {
 }
 
 func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
+	if qe.repl != nil {
+		// A replicated queue's or stream's consumers are in its data
+		// group's state on this node (quorumrepl.go, streamrepl.go).
+		return qe.vhost.b.appendReplConsumers(qe, out)
+	}
 	qe.mu.Lock()
 	defer qe.mu.Unlock()
 	if qe.deleted {
@@ -628,6 +634,86 @@ func (qe *queueEntity) appendConsumers(out []ConsumerInfo) []ConsumerInfo {
 			Connection: conn, Channel: chID,
 			AckRequired: !qc.NoAck, Exclusive: qc.Exclusive, Prefetch: qc.Prefetch,
 			Priority: qc.Priority, Unacked: qc.Unacked(),
+		})
+	}
+	return out
+}
+
+// consumerConn is the connection and channel a consumer of this node is
+// fed over, as /api/consumers names them.
+func consumerConn(cons *consumer) (string, uint16) {
+	switch {
+	case cons.link != nil:
+		return "node link from " + cons.link.peer, 0
+	case cons.ch != nil:
+		return connName(cons.ch.c), cons.ch.id
+	}
+	return "", 0
+}
+
+// appendReplConsumers appends the consumers this node serves of qe, a
+// replicated quorum queue or stream: those its data group's state on this
+// node has, and this node's clients (or peers, over the node link) own.
+// Consumers through other nodes are theirs to list.
+func (b *Broker) appendReplConsumers(qe *queueEntity, out []ConsumerInfo) []ConsumerInfo {
+	g := b.replStream(qe) // the group's state machine on this node
+	if g == nil {
+		return out
+	}
+	if qe.stream != nil {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		gs := g.streams[qe.repl.key]
+		if gs == nil {
+			return out
+		}
+		for _, sc := range gs.s.Consumers() {
+			cons, ok := sc.Owner.(*consumer)
+			if !ok {
+				continue
+			}
+			conn, chID := consumerConn(cons)
+			out = append(out, ConsumerInfo{
+				VHost: qe.vhost.name, Queue: qe.name, Tag: sc.Tag,
+				Connection: conn, Channel: chID,
+				AckRequired: true, Exclusive: cons.Exclusive, Prefetch: sc.Prefetch, Unacked: sc.Unacked(),
+				IsStream: true, StreamName: sc.Name, StreamOffset: sc.Offset, Active: sc.Active(),
+			})
+		}
+		return out
+	}
+	// The group's consumers, then this node's own among them (two locks
+	// one after the other, never nested).
+	type groupConsumer struct {
+		id               queue.ConsumerID
+		noAck, exclusive bool
+		prefetch, prio   int
+		unacked          int
+		tag              string
+	}
+	var gcs []groupConsumer
+	g.mu.Lock()
+	if q := g.queues[qe.repl.key]; q != nil {
+		for _, c := range q.Consumers() {
+			gcs = append(gcs, groupConsumer{id: c.ID, noAck: c.NoAck, exclusive: c.Exclusive,
+				prefetch: c.Prefetch, prio: c.Priority, unacked: c.Unacked(), tag: c.Tag})
+		}
+	}
+	g.mu.Unlock()
+	r := &b.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, gc := range gcs {
+		cons := r.consumers[gc.id]
+		if cons == nil || cons.qe != qe {
+			continue
+		}
+		conn, chID := consumerConn(cons)
+		out = append(out, ConsumerInfo{
+			VHost: qe.vhost.name, Queue: qe.name, Tag: gc.tag,
+			Connection: conn, Channel: chID,
+			AckRequired: !gc.noAck, Exclusive: gc.exclusive, Prefetch: gc.prefetch,
+			Priority: gc.prio, Unacked: gc.unacked,
 		})
 	}
 	return out

@@ -157,6 +157,11 @@ func TestClusterQuorumQueueReplicated(t *testing.T) {
 			t.Fatalf("the consumer on n3 got %d messages", len(held))
 		}
 	}
+	// n3 lists its consumer of the replicated queue.
+	waitFor(t, "n3 lists its consumer of qq", func() bool {
+		cs := listConsumers(t, nodes[2])
+		return len(cs) == 1 && cs[0].Queue.Name == "qq" && cs[0].Prefetch == 10 && cs[0].AckRequired
+	})
 	nodes[2].kill()
 	// n1, which the queue was declared on, dies too, after it: the
 	// queue lives on in n2 with n3 restarted.
@@ -246,4 +251,24 @@ func TestClusterQuorumGetHeldByDeadNode(t *testing.T) {
 		}
 		return ok
 	})
+}
+
+// apiConsumer is what the tests read of an /api/consumers entry.
+type apiConsumer struct {
+	Tag   string `json:"consumer_tag"`
+	Queue struct {
+		Name string `json:"name"`
+	} `json:"queue"`
+	Prefetch    int  `json:"prefetch_count"`
+	AckRequired bool `json:"ack_required"`
+}
+
+// listConsumers is n's /api/consumers.
+func listConsumers(t *testing.T, n *wnode) []apiConsumer {
+	t.Helper()
+	var cs []apiConsumer
+	if _, err := n.api("GET", "/api/consumers", nil, &cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }

@@ -632,6 +632,22 @@ func TestClusterStreamReplicated(t *testing.T) {
 		}
 	}
 
+	// A consumer through n2 is listed there, with its stream fields.
+	_, ch2 := dial(t, nodes[1])
+	if err := ch2.Qos(5, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch2.Consume("sr", "listed", false, false, false, false, amqp091.Table{"x-stream-offset": "first"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "n2 lists its stream consumer", func() bool {
+		cs := listConsumers(t, nodes[1])
+		return len(cs) == 1 && cs[0].Queue.Name == "sr" && cs[0].Tag == "listed" && cs[0].Prefetch == 5
+	})
+	if err := ch2.Cancel("listed", false); err != nil {
+		t.Fatal(err)
+	}
+
 	// A named consumer reads 1000 messages through n2 and acks them.
 	readStream(t, nodes[1], "sr", "named", "first", 1000)
 	waitFor(t, "the named offset stored on n3", func() bool {
