@@ -108,9 +108,9 @@ func TestAPISingleActiveConsumerTag(t *testing.T) {
 
 // TestAPIQueueFieldsAsRabbitMQ: the queue fields RabbitMQ reports that
 // monitoring reads — unacknowledged bytes, the head message's timestamp,
-// consumer capacity, an estimate of memory, idle_since once the queue's
-// counters stop changing, and a quorum or stream queue's members on a
-// single node.
+// consumer capacity, an estimate of memory, idle_since (of the queue and of
+// its channel) once their counters stop changing, and a quorum or stream
+// queue's members on a single node.
 func TestAPIQueueFieldsAsRabbitMQ(t *testing.T) {
 	e := newEnv(t)
 	ch := e.channel()
@@ -157,15 +157,30 @@ func TestAPIQueueFieldsAsRabbitMQ(t *testing.T) {
 		q := get("cq")
 		return q["messages_ready"] == 0.0 && q["consumer_capacity"] == 1.0 && q["consumer_utilisation"] == 1.0
 	})
-	// Idle once two samples of its counters are the same.
+	// Idle once two samples of its counters are the same (the channel
+	// too).
+	chanIdle := func() (any, bool) {
+		l := e.must(200, "GET", "/api/channels", nil).list(t)
+		if len(l) != 1 {
+			t.Fatalf("%d channels", len(l))
+		}
+		v, ok := l[0].(map[string]any)["idle_since"]
+		return v, ok
+	}
 	now := time.Now()
 	e.srv.sample(now.Add(-10 * time.Second))
 	if _, idle := get("cq")["idle_since"]; idle {
 		t.Fatal("idle_since after one sample")
 	}
+	if _, idle := chanIdle(); idle {
+		t.Fatal("channel idle_since after one sample")
+	}
 	e.srv.sample(now.Add(-5 * time.Second))
 	if since, idle := get("cq")["idle_since"]; !idle || !strings.HasSuffix(since.(string), "+00:00") {
 		t.Fatalf("idle_since %v (present %v) after two equal samples", since, idle)
+	}
+	if since, idle := chanIdle(); !idle || !strings.HasSuffix(since.(string), "+00:00") {
+		t.Fatalf("channel idle_since %v (present %v) after two equal samples", since, idle)
 	}
 	if err := ch.Publish("", "cq", false, false, amqp091.Publishing{Body: []byte("x")}); err != nil {
 		t.Fatal(err)
@@ -174,6 +189,9 @@ func TestAPIQueueFieldsAsRabbitMQ(t *testing.T) {
 	e.srv.sample(now)
 	if since, idle := get("cq")["idle_since"]; idle {
 		t.Fatalf("idle_since %v after a publish", since)
+	}
+	if since, idle := chanIdle(); idle {
+		t.Fatalf("channel idle_since %v after a publish", since)
 	}
 	node := get("cq")["node"]
 	for _, name := range []string{"qq", "sq"} {

@@ -62,7 +62,6 @@ var notServed = map[string]string{
 	"connections.reductions":             "Erlang process",
 	"channels.garbage_collection":        "Erlang process",
 	"channels.reductions":                "Erlang process",
-	"channels.idle_since":                "not tracked",
 	"channels.messages_uncommitted":      "transaction state is the channel reader's own",
 	"channels.acks_uncommitted":          "transaction state is the channel reader's own",
 	"channels.pending_raft_commands":     "not tracked",

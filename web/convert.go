@@ -408,7 +408,8 @@ func peerOf(conn string) (string, int) {
 
 func (s *Server) channelJSON(c broker.ChannelInfo, rs ranges) item {
 	host, port := peerOf(c.Connection)
-	return item{
+	v := s.rates.view(channelKey(c), rs)
+	it := item{
 		"name":   channelName(c.Connection, c.Number),
 		"number": c.Number,
 		"node":   nodeName(),
@@ -426,8 +427,14 @@ func (s *Server) channelJSON(c broker.ChannelInfo, rs ranges) item {
 		"transactional":             c.Transactional,
 		"messages_unconfirmed":      c.Unconfirmed,
 		"user_who_performed_action": c.User,
-		"message_stats":             channelMessageStats(s.rates.view(channelKey(c), rs), c.Stats),
+		"message_stats":             channelMessageStats(v, c.Stats),
 	}
+	// As RabbitMQ: when its counters have not moved since the sample
+	// before the last (the queue's idle_since likewise).
+	if ms, idle := v.idleSince(); idle {
+		it["idle_since"] = time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000+00:00")
+	}
+	return it
 }
 
 func consumerJSON(c broker.ConsumerInfo, user string) item {
