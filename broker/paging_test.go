@@ -105,23 +105,37 @@ func TestPagingDurableQueueBeyondWindow(t *testing.T) {
 	})
 }
 
-func TestPagingTransientUnderMemoryPressure(t *testing.T) {
-	// Any memory use is pressure: transient messages beyond the (shrunk)
-	// window are spilled to the store.
-	s := brokertest.Start(t, &broker.Config{
-		QueueMemoryMessages: 32, QueueMemoryBytes: 1 << 20,
+// underPressure is the configuration of a broker whose queues keep 32
+// messages in RAM and count any memory use as pressure (st nil: the test
+// broker's own store).
+func underPressure(st *store.Store) *broker.Config {
+	return &broker.Config{
+		Store: st, QueueMemoryMessages: 32, QueueMemoryBytes: 1 << 20,
 		MemoryHighWatermarkBytes: 1 << 50, PagingRatio: 1e-12,
-	})
-	c := dial(t, s)
-	ch := open(t, c)
+	}
+}
+
+// declareDurableAndNot declares queue durable as durable and queue
+// transient as not.
+func declareDurableAndNot(t *testing.T, ch *amqp091.Channel, durable, transient string) {
+	t.Helper()
 	for _, q := range []struct {
 		name    string
 		durable bool
-	}{{"transient-in-durable", true}, {"non-durable", false}} {
+	}{{durable, true}, {transient, false}} {
 		if _, err := ch.QueueDeclare(q.name, q.durable, false, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestPagingTransientUnderMemoryPressure(t *testing.T) {
+	// Any memory use is pressure: transient messages beyond the (shrunk)
+	// window are spilled to the store.
+	s := brokertest.Start(t, underPressure(nil))
+	c := dial(t, s)
+	ch := open(t, c)
+	declareDurableAndNot(t, ch, "transient-in-durable", "non-durable")
 	waitFor(t, "memory pressure", func() bool {
 		// The window shrinks to 16 under pressure.
 		confirmedPublish(t, ch, "non-durable", "probe", 40, amqp091.Transient, amqp091.Publishing{})

@@ -24,20 +24,10 @@ func TestPersistentCountsAcrossPagingAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := brokertest.Start(t, &broker.Config{
-		Store: st, QueueMemoryMessages: 32, QueueMemoryBytes: 1 << 20,
-		MemoryHighWatermarkBytes: 1 << 50, PagingRatio: 1e-12,
-	})
+	s := brokertest.Start(t, underPressure(st))
 	c := dial(t, s)
 	ch := open(t, c)
-	for _, q := range []struct {
-		name    string
-		durable bool
-	}{{"mixed", true}, {"transient-queue", false}} {
-		if _, err := ch.QueueDeclare(q.name, q.durable, false, false, false, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	declareDurableAndNot(t, ch, "mixed", "transient-queue")
 	const n = 150
 	// Interleaved: p0 t0 p1 t1 ... (bodies of 2–4 bytes).
 	for i := range n {
