@@ -663,22 +663,8 @@ func (b *Broker) appendReplConsumers(qe *queueEntity, out []ConsumerInfo) []Cons
 	if qe.stream != nil {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		gs := g.streams[qe.repl.key]
-		if gs == nil {
-			return out
-		}
-		for _, sc := range gs.s.Consumers() {
-			cons, ok := sc.Owner.(*consumer)
-			if !ok {
-				continue
-			}
-			conn, chID := consumerConn(cons)
-			out = append(out, ConsumerInfo{
-				VHost: qe.vhost.name, Queue: qe.name, Tag: sc.Tag,
-				Connection: conn, Channel: chID,
-				AckRequired: true, Exclusive: cons.Exclusive, Prefetch: sc.Prefetch, Unacked: sc.Unacked(),
-				IsStream: true, StreamName: sc.Name, StreamOffset: sc.Offset, Active: sc.Active(),
-			})
+		if gs := g.streams[qe.repl.key]; gs != nil {
+			out = qe.appendStreamConsumers(out, gs.s.Consumers())
 		}
 		return out
 	}

@@ -1,6 +1,10 @@
 package broker
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/warrenmq/warren/queue"
+)
 
 // StreamInfo describes a stream queue for management.
 type StreamInfo struct {
@@ -81,14 +85,21 @@ func (qe *queueEntity) streamInfoLocked(qi *QueueInfo) {
 
 // appendStreamConsumersLocked lists a stream's consumers. Hold qe.mu.
 func (qe *queueEntity) appendStreamConsumersLocked(out []ConsumerInfo) []ConsumerInfo {
-	for _, sc := range qe.stream.s.Consumers() {
+	return qe.appendStreamConsumers(out, qe.stream.s.Consumers())
+}
+
+// appendStreamConsumers appends the consumers of qe's stream in cs (its
+// own, or its replica's on this node; hold the lock that guards them).
+func (qe *queueEntity) appendStreamConsumers(out []ConsumerInfo, cs []*queue.StreamConsumer) []ConsumerInfo {
+	for _, sc := range cs {
 		cons, ok := sc.Owner.(*consumer)
 		if !ok {
 			continue
 		}
+		conn, chID := consumerConn(cons)
 		out = append(out, ConsumerInfo{
 			VHost: qe.vhost.name, Queue: qe.name, Tag: sc.Tag,
-			Connection: connName(cons.ch.c), Channel: cons.ch.id,
+			Connection: conn, Channel: chID,
 			AckRequired: true, Exclusive: cons.Exclusive, Prefetch: sc.Prefetch, Unacked: sc.Unacked(),
 			IsStream: true, StreamName: sc.Name, StreamOffset: sc.Offset, Active: sc.Active(),
 		})

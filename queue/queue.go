@@ -118,10 +118,7 @@ func (q *Queue) Publish(m *Message) uint64 {
 		q.nextSeq++
 		q.base.ready.push(slot{msg: m, seq: q.nextSeq, size: uint32(m.Size())})
 		q.readyLen += int64(m.Size())
-		if q.countPersistent && m.Persistent {
-			q.pReady++
-			q.pReadyLen += int64(m.Size())
-		}
+		q.persistReady(m, false, uint32(m.Size()), 1)
 		return q.nextSeq
 	}
 	seq, ok, _ := q.PublishAt(m, 0, -1)
