@@ -72,10 +72,10 @@ func TestAPIAnswersAsRabbitMQ(t *testing.T) {
 	}
 }
 
-// TestAPISingleActiveConsumerTag: a queue's single_active_consumer_tag is
-// its active consumer's tag, the next one's once it is cancelled, and
-// null for a queue without single active consumer; /api/extensions lists
-// no extensions.
+// TestAPISingleActiveConsumerTag: a queue's single_active_consumer_tag
+// (and single_active_consumer_ctag) is its active consumer's tag, the next
+// one's once it is cancelled, and null for a queue without single active
+// consumer; /api/extensions lists no extensions.
 func TestAPISingleActiveConsumerTag(t *testing.T) {
 	e := newEnv(t)
 	ch := e.channel()
@@ -91,7 +91,11 @@ func TestAPISingleActiveConsumerTag(t *testing.T) {
 		}
 	}
 	tag := func(q string) any {
-		return e.must(200, "GET", "/api/queues/%2F/"+q, nil).obj(t)["single_active_consumer_tag"]
+		o := e.must(200, "GET", "/api/queues/%2F/"+q, nil).obj(t)
+		if o["single_active_consumer_ctag"] != o["single_active_consumer_tag"] {
+			t.Fatalf("%s: single_active_consumer_ctag %v, tag %v", q, o["single_active_consumer_ctag"], o["single_active_consumer_tag"])
+		}
+		return o["single_active_consumer_tag"]
 	}
 	if got := tag("sac"); got != "first" {
 		t.Fatalf("active consumer %v, want first", got)

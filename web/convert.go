@@ -249,6 +249,8 @@ func (s *Server) queueJSON(q broker.QueueInfo, rs ranges) item {
 	// As RabbitMQ: null unless the queue has single active consumer
 	// and an active one.
 	it["single_active_consumer_tag"] = orNil(q.ActiveConsumer)
+	// RabbitMQ lists the same tag under its internal name too.
+	it["single_active_consumer_ctag"] = it["single_active_consumer_tag"]
 	if q.Type == "quorum" {
 		it["messages_dlx"] = q.DeadLettered
 		it["message_bytes_dlx"] = q.DeadLetteredBytes
