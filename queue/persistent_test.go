@@ -114,9 +114,6 @@ func TestPersistentCounts(t *testing.T) {
 				}
 				check(step, op)
 			}
-			if n, _ := q.Persistent(); n == 0 && len(msgs) > 0 {
-				t.Log("ended empty")
-			}
 		})
 	}
 }
