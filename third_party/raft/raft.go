@@ -8,6 +8,7 @@ import (
 	"container/list"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -1298,6 +1299,12 @@ func (r *Raft) dispatchStaged(st StagingLogStore, applyLogs []*logFuture, logs [
 	for _, f := range r.leaderState.replState {
 		asyncNotifyCh(f.triggerCh)
 	}
+	// The replicators just woken wait in this P's run queue; the write
+	// below blocks this thread in write and fdatasync, and the scheduler
+	// takes the P back from a thread in a syscall only after a while, so
+	// they could start sending only once the write is done. Let them
+	// send first.
+	runtime.Gosched()
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
 		r.setLastLog(prevIndex, prevTerm)
