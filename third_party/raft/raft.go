@@ -1302,8 +1302,8 @@ func (r *Raft) dispatchStaged(st StagingLogStore, applyLogs []*logFuture, logs [
 	// The replicators just woken wait in this P's run queue; the write
 	// below blocks this thread in write and fdatasync, and the scheduler
 	// takes the P back from a thread in a syscall only after a while, so
-	// they could start sending only once the write is done. Let them
-	// send first.
+	// unless another P took them they started sending only once the
+	// write was done. Let them send first.
 	runtime.Gosched()
 	if err := r.logs.StoreLogs(logs); err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
