@@ -183,10 +183,7 @@ func (c *conn) topicRefused(perm permKind, exchangeName, key string, cls, mth ui
 
 // existingExchange returns the named exchange of the connection's vhost or nil.
 func (c *conn) existingExchange(name string) *exchangeEntity {
-	v := c.vhost
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.exchanges[name]
+	return c.vhost.exchange(name)
 }
 
 // accessExchangeDeclare: configure on the exchange; when the declare

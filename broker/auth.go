@@ -62,10 +62,9 @@ func (c *conn) mechanisms() string {
 func (c *conn) login(startOk *amqp.ConnectionStartOk) (*user, error) {
 	mech := startOk.Mechanism
 	var u *user
-	var username string
+	var username, password string
 	switch {
 	case mech == "PLAIN" || mech == "AMQPLAIN":
-		var password string
 		var err error
 		username, password, err = parseSASL(mech, []byte(startOk.Response))
 		if err != nil {
@@ -80,6 +79,11 @@ func (c *conn) login(startOk *amqp.ConnectionStartOk) (*user, error) {
 	default:
 		return nil, silent(amqp.Errorf(amqp.CommandInvalid, amqp.ClassConnection, 11,
 			"unknown authentication mechanism '%s'", mech))
+	}
+	if u == nil && (mech == "PLAIN" || mech == "AMQPLAIN") && c.b.syncDefinitions() {
+		// A user added, or a password changed, through another node
+		// a moment ago.
+		u = c.b.authenticate(username, password)
 	}
 	if u == nil {
 		return nil, c.loginRefused(mech, "user '%s' - invalid credentials", username)

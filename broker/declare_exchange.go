@@ -33,9 +33,10 @@ func (ch *channel) exchangeDeclare(m *amqp.ExchangeDeclare) error {
 		if m.Exchange == "" {
 			return accessRefusedDefault(cls, mth)
 		}
-		v.mu.RLock()
-		ex := v.exchanges[m.Exchange]
-		v.mu.RUnlock()
+		ex := v.exchange(m.Exchange)
+		if ex == nil && ch.c.b.syncDefinitions() {
+			ex = v.exchange(m.Exchange)
+		}
 		if ex == nil {
 			return notFoundExchange(m.Exchange, v.name, cls, mth)
 		}

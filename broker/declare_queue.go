@@ -27,9 +27,10 @@ func (ch *channel) findQueue(name string, cls, mth uint16) (*queueEntity, error)
 	if err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	qe := v.queues[name]
-	v.mu.RUnlock()
+	qe := v.queue(name)
+	if qe == nil && ch.c.b.syncDefinitions() {
+		qe = v.queue(name)
+	}
 	if qe == nil {
 		return nil, notFoundQueue(name, v.name, cls, mth)
 	}

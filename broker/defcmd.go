@@ -2,7 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 // Definition commands. Every change of vhosts, users, permissions, topic
@@ -184,6 +188,45 @@ func (r DefResult) String() string {
 // is in the result.
 type DefinitionLog interface {
 	Propose(ctx context.Context, cmd []byte) (DefResult, error)
+}
+
+// DefinitionSyncer is a DefinitionLog replicated among nodes that can
+// bring this node's definitions up to date: SyncDefinitions returns once
+// this node has applied every definition change whose proposal had
+// returned, on any node, when it was called. The broker syncs before it
+// answers that a queue or exchange does not exist (syncDefinitions).
+type DefinitionSyncer interface {
+	SyncDefinitions(ctx context.Context) error
+}
+
+// ErrCannotSync is SyncDefinitions' answer from a log that is not
+// replicated.
+var ErrCannotSync = errors.New("broker: the definitions log cannot sync")
+
+// syncLimit bounds how long a lookup that found nothing waits for this
+// node's definitions to sync.
+const syncLimit = 2 * time.Second
+
+// syncDefinitions is called when a lookup of a queue or exchange on this
+// node found nothing, before NOT_FOUND is answered: with replicated
+// definitions it waits until this node has every definition change made
+// through any node (DefinitionSyncer), and reports whether it did, so that
+// the caller looks again. A client that declares through one node and at
+// once uses the queue through another thus finds it, whichever node
+// applied the declare first. It costs a request to the metadata leader on
+// this path only; a single node never waits.
+func (b *Broker) syncDefinitions() bool {
+	s, ok := b.defLog.(DefinitionSyncer)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncLimit)
+	defer cancel()
+	err := s.SyncDefinitions(ctx)
+	if err != nil && !errors.Is(err, ErrCannotSync) {
+		b.log.Debug("a lookup that found nothing could not sync the definitions", zap.Error(err))
+	}
+	return err == nil
 }
 
 // DefinitionMachine is the state machine a DefinitionLog applies commands

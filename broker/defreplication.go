@@ -239,6 +239,16 @@ func CommandDefinitionLog(log CommandLog) DefinitionLog { return commandDefLog{l
 
 type commandDefLog struct{ log CommandLog }
 
+// SyncDefinitions implements DefinitionSyncer when the log can sync (a
+// cluster's metadata group); otherwise it reports ErrCannotSync.
+func (l commandDefLog) SyncDefinitions(ctx context.Context) error {
+	s, ok := l.log.(interface{ Sync(context.Context) error })
+	if !ok {
+		return ErrCannotSync
+	}
+	return s.Sync(ctx)
+}
+
 func (l commandDefLog) Propose(ctx context.Context, cmd []byte) (DefResult, error) {
 	a, err := l.log.Propose(ctx, cmd)
 	if err != nil {

@@ -149,6 +149,10 @@ func (c *conn) handshake() error {
 	}
 	open := m.(*amqp.ConnectionOpen)
 	v := c.b.vhost(open.VirtualHost)
+	if (v == nil || !c.b.canAccessVHost(u, v.name)) && c.b.syncDefinitions() {
+		// A vhost or permission made through another node a moment ago.
+		v = c.b.vhost(open.VirtualHost)
+	}
 	if v == nil {
 		return amqp.Errorf(amqp.NotAllowed, amqp.ClassConnection, 40, "vhost %s not found", open.VirtualHost)
 	}

@@ -20,6 +20,9 @@ import (
 // it is dropped with it.
 func (b *Broker) mgmtChannel(vhostName, username string) (*channel, error) {
 	v := b.vhost(vhostName)
+	if v == nil && b.syncDefinitions() {
+		v = b.vhost(vhostName)
+	}
 	if v == nil {
 		return nil, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
@@ -167,9 +170,10 @@ func (b *Broker) Publish(vhostName, username, exchangeName, key string, props am
 		return false, err
 	}
 	v := ch.c.vhost
-	v.mu.RLock()
-	ex := v.exchanges[exchangeName]
-	v.mu.RUnlock()
+	ex := v.exchange(exchangeName)
+	if ex == nil && b.syncDefinitions() {
+		ex = v.exchange(exchangeName)
+	}
 	if ex == nil {
 		return false, notFoundExchange(exchangeName, v.name, amqp.ClassBasic, 40)
 	}

@@ -72,6 +72,9 @@ func (ch *channel) startPublish(m *amqp.BasicPublish) error {
 	v.mu.RLock()
 	ex := v.exchanges[m.Exchange]
 	v.mu.RUnlock()
+	if ex == nil && ch.c.b.syncDefinitions() {
+		ex = v.exchange(m.Exchange)
+	}
 	if ex == nil {
 		return notFoundExchange(m.Exchange, v.name, amqp.ClassBasic, 40)
 	}

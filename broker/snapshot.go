@@ -335,9 +335,10 @@ func (b *Broker) Queue(vhostName, name string) (QueueInfo, error) {
 	if v == nil {
 		return QueueInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
 	}
-	v.mu.RLock()
-	qe := v.queues[name]
-	v.mu.RUnlock()
+	qe := v.queue(name)
+	if qe == nil && b.syncDefinitions() {
+		qe = v.queue(name)
+	}
 	if qe != nil {
 		if qi, ok := qe.info(); ok {
 			return qi, nil
@@ -386,6 +387,9 @@ func (b *Broker) Exchange(vhostName, name string) (ExchangeInfo, error) {
 	v := b.vhost(vhostName)
 	if v == nil {
 		return ExchangeInfo{}, fmt.Errorf("vhost %q: %w", vhostName, ErrNotFound)
+	}
+	if v.exchange(name) == nil {
+		b.syncDefinitions()
 	}
 	counts := b.exchangeTotals()
 	v.mu.RLock()

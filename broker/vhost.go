@@ -73,6 +73,20 @@ type fanoutTargets struct {
 	exs      []*exchangeEntity
 }
 
+// queue returns the named queue or nil.
+func (v *vhost) queue(name string) *queueEntity {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.queues[name]
+}
+
+// exchange returns the named exchange or nil.
+func (v *vhost) exchange(name string) *exchangeEntity {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.exchanges[name]
+}
+
 // fanoutTargetsLocked returns the resolved destinations of fanout exchange
 // e, or nil when they cannot be cached. They are resolved again after a
 // change of e's bindings; a queue or exchange that is deleted loses its

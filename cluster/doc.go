@@ -57,6 +57,14 @@
 // starting in a cluster proposes one before it serves AMQP clients, and
 // so serves them the definitions the cluster had when it started.
 //
+// Sync is the read side, and writes nothing: the leader answers an 'A'
+// request with the index of the last command in its log (Raft's own
+// entries, a no-op or a configuration, are not applied by the FSM and so
+// not waited for), and the asking node waits until its FSM has applied up
+// to there. Every proposal that returned, through any node, was in the
+// leader's log first, so a node that synced sees it. The broker syncs before
+// it answers that a queue, exchange, vhost or user does not exist.
+//
 // A forwarding follower does not wait for the telling: the leader answers
 // a forwarded proposal, once it is committed and applied there, with the
 // entry's index and term, and as soon as the follower's own log holds that

@@ -615,6 +615,89 @@ func (l *RaftLog) CatchUp(ctx context.Context) error {
 	return err
 }
 
+// Sync waits until this node has applied every command the group's leader
+// holds in its log when asked, which includes every command whose proposal
+// had returned, through any node, before Sync was called (a follower may
+// answer its proposer before the leader applied the command, durablecommit.go,
+// but never before the leader wrote it): a read of this node's state after
+// Sync sees those writes. Unlike CatchUp it appends nothing: it asks the
+// leader for the index of its last command (the leader asks itself) and
+// waits for this node to apply up to there. Without a known leader, or with
+// one that does not answer before ctx ends (or ProposeTimeout, without a
+// deadline), it fails and the caller reads what this node has.
+func (l *RaftLog) Sync(ctx context.Context) error {
+	r := l.running()
+	if r == nil {
+		return ErrClosed
+	}
+	var target uint64
+	if r.State() == raft.Leader {
+		target = l.lastCommand()
+	} else {
+		addr, _ := r.LeaderWithID()
+		if addr == "" {
+			return errNoLeader
+		}
+		timeout := l.cfg.ProposeTimeout
+		if d, ok := ctx.Deadline(); ok {
+			timeout = time.Until(d)
+		}
+		if timeout <= 0 {
+			return context.DeadlineExceeded
+		}
+		resp, _, err := l.call(string(addr), metaLastCommand, nil, timeout)
+		if err != nil {
+			return err
+		}
+		if len(resp) != 8 {
+			return fmt.Errorf("cluster: last command index of %d bytes", len(resp))
+		}
+		target = binary.BigEndian.Uint64(resp)
+	}
+	if l.fsm.applied.Load() >= target {
+		return nil
+	}
+	// Commands apply within a round trip of the leader's write: polling
+	// costs the apply path nothing.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for l.fsm.applied.Load() < target {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.done:
+			return ErrClosed
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// lastCommand is the index of the last command in this node's log (a
+// command is what raftFSM applies and counts in its applied index; Raft's
+// own entries, such as a new leader's no-op or a configuration, are not),
+// or the applied index when no later entry is a command.
+func (l *RaftLog) lastCommand() uint64 {
+	applied := l.fsm.applied.Load()
+	for i := l.raft.LastIndex(); i > applied; i-- {
+		var e raft.Log
+		if err := l.logs.GetLog(i, &e); err != nil {
+			continue
+		}
+		if isCommand(&e) {
+			return i
+		}
+	}
+	return applied
+}
+
+// isCommand reports whether e is one of the entries raftFSM applies: a
+// command or barrier proposed through RaftLog (its request id, then the
+// command).
+func isCommand(e *raft.Log) bool {
+	return e.Type == raft.LogCommand && len(e.Data) >= len(reqID{})
+}
+
 // Propose submits cmd and waits until it is committed and applied on this
 // node, so that the caller reads its own write; it returns the index and
 // the machine's result. A failure is ErrNoQuorum (refused: no effect),
@@ -1155,7 +1238,7 @@ func (f *raftFSM) applyThrough(logs raft.LogStore, at entryAt) bool {
 
 // applyLocked applies e. Hold applyMu.
 func (f *raftFSM) applyLocked(e *raft.Log) {
-	if e.Type != raft.LogCommand || len(e.Data) < len(reqID{}) {
+	if !isCommand(e) {
 		return
 	}
 	var id reqID

@@ -23,13 +23,14 @@ import (
 //	response  status(1: 0 ok, 1 error) length(4) payload (the error's text)
 //
 // propose (payload: request id ‖ command) and join/remove go to the leader
-// (a node that is not forwards them to the one it knows); info is answered
-// by the node asked.
+// (a node that is not forwards them to the one it knows); last command is
+// answered by the leader only (Sync); info by the node asked.
 const (
-	metaPropose = 'P'
-	metaJoin    = 'J' // payload: name 0x00 address
-	metaRemove  = 'X' // payload: name
-	metaInfo    = 'I'
+	metaPropose     = 'P'
+	metaJoin        = 'J' // payload: name 0x00 address
+	metaRemove      = 'X' // payload: name
+	metaInfo        = 'I'
+	metaLastCommand = 'A' // no payload; answer: lastCommand's index (8 bytes, big-endian)
 )
 
 // maxMetaPayload bounds a request or response.
@@ -93,7 +94,13 @@ func (l *RaftLog) serveMeta(peer string, conn net.Conn) {
 	if err != nil {
 		return
 	}
-	resp, err := l.handle(op, payload)
+	var resp []byte
+	if op == metaLastCommand && !l.isMember(peer) {
+		// A node that left waits for nothing it will be sent.
+		err = errNotMember
+	} else {
+		resp, err = l.handle(op, payload)
+	}
 	if err != nil {
 		l.log.Debug("metadata request refused", zap.String("peer", peer), zap.String("op", string(op)), zap.Error(err))
 		_ = writeMetaFrame(conn, 1, []byte(err.Error()))
@@ -128,6 +135,11 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 			return nil, nil
 		}
 		return entryAt{e.Index, e.Term}.appendTo(nil), nil
+	case metaLastCommand:
+		if l.raft.State() != raft.Leader {
+			return nil, raft.ErrNotLeader
+		}
+		return binary.BigEndian.AppendUint64(nil, l.lastCommand()), nil
 	case metaJoin:
 		name, addr, ok := strings.Cut(string(payload), "\x00")
 		if !ok || name == "" || addr == "" {
@@ -153,6 +165,28 @@ func (l *RaftLog) leaderDo(op byte, payload []byte, f func() error) error {
 	}
 	_, _, err := l.call(string(addr), op, payload, l.cfg.ProposeTimeout)
 	return err
+}
+
+// errNotMember refuses a sync to a node outside the group's configuration.
+var errNotMember = errors.New("cluster: not a member of the cluster")
+
+// isMember reports whether the node named name is in the group's latest
+// configuration.
+func (l *RaftLog) isMember(name string) bool {
+	r := l.running()
+	if r == nil {
+		return false
+	}
+	cf := r.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == name {
+			return true
+		}
+	}
+	return false
 }
 
 // errNotSeeded refuses a join before the group's first snapshot.

@@ -161,6 +161,10 @@ func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, er
 	return broker.Applied{Index: a.Index, Result: a.Result}, err
 }
 
+// Sync brings this node's definitions up to date with the cluster's
+// (broker.DefinitionSyncer, through broker.CommandDefinitionLog).
+func (c commandLog) Sync(ctx context.Context) error { return c.l.Sync(ctx) }
+
 // Begin implements broker.PipelineLog.
 func (c commandLog) Begin(buf []byte, committed func()) (func() (broker.Applied, error), bool) {
 	wait, ok := c.l.BeginFramed(buf, committed)
