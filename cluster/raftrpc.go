@@ -173,20 +173,8 @@ var errNotMember = errors.New("cluster: not a member of the cluster")
 // isMember reports whether the node named name is in the group's latest
 // configuration.
 func (l *RaftLog) isMember(name string) bool {
-	r := l.running()
-	if r == nil {
-		return false
-	}
-	cf := r.GetConfiguration()
-	if cf.Error() != nil {
-		return false
-	}
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == name {
-			return true
-		}
-	}
-	return false
+	_, ok := l.Members()[name]
+	return ok
 }
 
 // errNotSeeded refuses a join before the group's first snapshot.
