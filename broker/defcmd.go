@@ -194,7 +194,8 @@ type DefinitionLog interface {
 // bring this node's definitions up to date: SyncDefinitions returns once
 // this node has applied every definition change whose proposal had
 // returned, on any node, when it was called. The broker syncs before it
-// answers that a queue or exchange does not exist (syncDefinitions).
+// answers that a queue, exchange or vhost does not exist, or refuses a
+// login (syncDefinitions).
 type DefinitionSyncer interface {
 	SyncDefinitions(ctx context.Context) error
 }
@@ -207,14 +208,15 @@ var ErrCannotSync = errors.New("broker: the definitions log cannot sync")
 // node's definitions to sync.
 const syncLimit = 2 * time.Second
 
-// syncDefinitions is called when a lookup of a queue or exchange on this
-// node found nothing, before NOT_FOUND is answered: with replicated
-// definitions it waits until this node has every definition change made
-// through any node (DefinitionSyncer), and reports whether it did, so that
-// the caller looks again. A client that declares through one node and at
-// once uses the queue through another thus finds it, whichever node
-// applied the declare first. It costs a request to the metadata leader on
-// this path only; a single node never waits.
+// syncDefinitions is called when a lookup on this node found nothing (a
+// queue, an exchange, a vhost or the user's access to it, a user with that
+// password), before the refusal is answered: with replicated definitions
+// it waits until this node has every definition change made through any
+// node (DefinitionSyncer), and reports whether it did, so that the caller
+// looks again. A client that declares through one node and at once uses
+// the queue through another thus finds it, whichever node applied the
+// declare first. It costs a request to the metadata leader on this path
+// only; a single node never waits.
 func (b *Broker) syncDefinitions() bool {
 	s, ok := b.defLog.(DefinitionSyncer)
 	if !ok {
