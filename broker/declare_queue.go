@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"errors"
 	"strings"
 
 	"github.com/warrenmq/warren/amqp"
@@ -159,7 +160,15 @@ func (ch *channel) queueDeclare(m *amqp.QueueDeclare) error {
 	}
 	ch.lastQueue = name
 	if qe.home != nil {
-		return ch.remoteDeclareOk(m.NoWait, qe)
+		err := ch.remoteDeclareOk(m.NoWait, qe)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound && ch.c.b.syncDefinitions() && v.queue(name) != qe {
+			// Its home node has deleted it, through another node a
+			// moment ago, and this node had not applied the deletion:
+			// now that it has, declare the queue again.
+			return ch.queueDeclare(m)
+		}
+		return err
 	}
 	if qe.repl != nil {
 		if err := ch.c.b.createRepl(qe, cls, mth); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -704,7 +705,9 @@ func (r linkReply) refusal(qe *queueEntity, cls, mth uint16, down func(*queueEnt
 	case r.err != nil:
 		return down(qe, cls, mth)
 	case r.code != 0:
-		return amqp.Errorf(r.code, cls, mth, "%s", r.text)
+		// A text the peer made with amqp.Errorf has its reply name
+		// already.
+		return amqp.Errorf(r.code, cls, mth, "%s", strings.TrimPrefix(r.text, amqp.ReplyText(r.code)+" - "))
 	}
 	return nil
 }

@@ -569,6 +569,41 @@ func TestClusterDeclareThenUseElsewhere(t *testing.T) {
 	}
 }
 
+// TestClusterRedeclareAfterDeleteElsewhere: a queue deleted through its
+// home node and at once declared again through another node exists
+// afterwards: the other node, which may not have applied the deletion when
+// the declare comes, hears from the home node that the queue is gone and
+// declares it anew, rather than answering NOT_FOUND to a declare.
+func TestClusterRedeclareAfterDeleteElsewhere(t *testing.T) {
+	nodes := threeNodes(t, localIPs)
+	startCluster(t, nodes...)
+	_, ch1 := dial(t, nodes[0])
+	_, ch2 := dial(t, nodes[1])
+	const rounds = 40
+	for i := range rounds {
+		q := fmt.Sprintf("redecl.%d", i)
+		// Declared through n1: its home is n1.
+		if _, err := ch1.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		// n2 knows it before the deletion.
+		if _, err := ch2.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if _, err := ch1.QueueDelete(q, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch2.QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatalf("round %d: declaring %s through n2 right after its deletion through n1: %v", i, q, err)
+		}
+		for _, n := range nodes {
+			if ok, err := passive(n, q); err != nil || !ok {
+				t.Fatalf("round %d: %s on %s after the second declare: %v %v", i, q, n.name, ok, err)
+			}
+		}
+	}
+}
+
 // TestClusterLeaveAndRejoin: a node leaves (its declarations are refused,
 // the others go on), joins again and catches up; a stopped node restarted
 // catches up from the log with nothing applied twice.
