@@ -183,7 +183,8 @@ func (r DefResult) String() string {
 // applied on this node (after every command proposed before it), with the
 // result of that apply. On a single node the broker's own log applies at
 // once (localDefinitionLog); a cluster commits the command through its
-// metadata group and applies it on every node. The error is the log's own
+// metadata group and applies it on every node, and its Propose returns once
+// the other nodes it reaches have applied it too (CommandDefinitionLog). The error is the log's own
 // failure (the command is then not applied here); a refusal by the apply
 // is in the result.
 type DefinitionLog interface {

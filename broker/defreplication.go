@@ -258,5 +258,17 @@ func (l commandDefLog) Propose(ctx context.Context, cmd []byte) (DefResult, erro
 	if !ok {
 		return DefResult{}, fmt.Errorf("broker: definitions log applied entry %d with %T, not a definition result", a.Index, a.Result)
 	}
+	if aw, ok := l.log.(peerAwaiter); ok && r.err == nil {
+		// A change is answered once the other nodes have it too: a
+		// client told declare-ok may publish through any of them next.
+		aw.AwaitPeers(ctx, a.Index)
+	}
 	return r, nil
+}
+
+// peerAwaiter is a CommandLog replicated among nodes that can wait until
+// the other nodes applied an index (a cluster's metadata group: bounded,
+// skipping nodes that do not answer).
+type peerAwaiter interface {
+	AwaitPeers(ctx context.Context, index uint64)
 }

@@ -65,6 +65,12 @@
 // leader's log first, so a node that synced sees it. The broker syncs before
 // it answers that a queue, exchange, vhost or user does not exist.
 //
+// AwaitPeers is the write side (awaitpeers.go): after a definition change
+// applied on the proposing node, it asks every other member with a live
+// session to answer a 'W' request once it has applied the change, so that
+// the change is answered when every node has it (a member that does not
+// answer within 500 ms is skipped for 10 s).
+//
 // A forwarding follower does not wait for the telling: the leader answers
 // a forwarded proposal, once it is committed and applied there, with the
 // entry's index and term, and as soon as the follower's own log holds that

@@ -569,6 +569,47 @@ func TestClusterDeclareThenUseElsewhere(t *testing.T) {
 	}
 }
 
+// TestClusterDeclareThenPublishElsewhere: a message published, with a
+// confirm, through one node to a queue declared through another just
+// before is in the queue: the declare was answered once every node had
+// the queue, so the publishing node's routing finds it.
+func TestClusterDeclareThenPublishElsewhere(t *testing.T) {
+	nodes := threeNodes(t, localIPs)
+	startCluster(t, nodes...)
+	chans := make([]*amqp091.Channel, len(nodes))
+	for i, n := range nodes {
+		_, chans[i] = dial(t, n)
+		if err := chans[i].Confirm(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 60
+	for i := range rounds {
+		d, p := i%3, (i+1+i/3%2)%3
+		q := fmt.Sprintf("dtp.%d", i)
+		if _, err := chans[d].QueueDeclare(q, true, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := chans[p].PublishWithDeferredConfirmWithContext(t.Context(), "", q, false, false,
+			amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(q)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.WaitContext(t.Context()); err != nil || !ok {
+			t.Fatalf("round %d: confirm: %v %v", i, ok, err)
+		}
+		// Confirmed: the queue's home node (the declaring one) has it.
+		st, err := chans[d].QueueDeclarePassive(q, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Messages; got != 1 {
+			t.Fatalf("round %d: %s declared through %s, published through %s: %d messages, want 1",
+				i, q, nodes[d].name, nodes[p].name, got)
+		}
+	}
+}
+
 // TestClusterRedeclareAfterDeleteElsewhere: a queue deleted through its
 // home node and at once declared again through another node exists
 // afterwards: the other node, which may not have applied the deletion when

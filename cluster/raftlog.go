@@ -224,6 +224,10 @@ type RaftLog struct {
 	commitMu    sync.Mutex
 	onCommitted map[reqID]commitCallback
 	told        uint64
+	// awaitMu guards awaitSkip: the members AwaitPeers does not wait for
+	// until the time given (awaitpeers.go).
+	awaitMu   sync.Mutex
+	awaitSkip map[string]time.Time
 
 	done chan struct{}
 	once sync.Once
@@ -654,23 +658,32 @@ func (l *RaftLog) Sync(ctx context.Context) error {
 		}
 		target = binary.BigEndian.Uint64(resp)
 	}
-	if l.fsm.applied.Load() >= target {
+	return l.waitApplied(ctx, target)
+}
+
+// waitApplied waits until this node's FSM has applied index.
+func (l *RaftLog) waitApplied(ctx context.Context, index uint64) error {
+	f := l.fsm
+	if f.applied.Load() >= index {
 		return nil
 	}
-	// Commands apply within a round trip of the leader's write: polling
-	// costs the apply path nothing.
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for l.fsm.applied.Load() < target {
+	f.appliedWaiters.Add(1)
+	defer f.appliedWaiters.Add(-1)
+	for {
+		// Take the signal before looking again, so that an apply after
+		// the look fires it.
+		sig := f.appliedSig.wait()
+		if f.applied.Load() >= index {
+			return nil
+		}
 		select {
+		case <-sig:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-l.done:
 			return ErrClosed
-		case <-tick.C:
 		}
 	}
-	return nil
 }
 
 // lastCommand is the index of the last command in this node's log (a
@@ -1139,6 +1152,10 @@ func (l *RaftLog) Snapshot() error { return l.raft.Snapshot().Error() }
 type raftFSM struct {
 	sm      StateMachine
 	applied atomic.Uint64
+	// appliedSig is fired after applied grows while appliedWaiters is
+	// not zero (waitApplied); the apply path costs one atomic load else.
+	appliedSig     signal
+	appliedWaiters atomic.Int32
 	// committed is told the index of each command before it is applied
 	// (RaftLog.committedAt).
 	committed func(index uint64)
@@ -1231,9 +1248,17 @@ func (f *raftFSM) applyThrough(logs raft.LogStore, at entryAt) bool {
 			return false
 		}
 		f.applyLocked(&e)
-		f.applied.Store(i)
+		f.setApplied(i)
 	}
 	return true
+}
+
+// setApplied records index as applied and wakes waitApplied's waiters.
+func (f *raftFSM) setApplied(index uint64) {
+	f.applied.Store(index)
+	if f.appliedWaiters.Load() > 0 {
+		f.appliedSig.fire()
+	}
 }
 
 // applyLocked applies e. Hold applyMu.
@@ -1245,11 +1270,11 @@ func (f *raftFSM) applyLocked(e *raft.Log) {
 	copy(id[:], e.Data)
 	if id == (reqID{}) {
 		// The no-op of the first snapshot (seedSnapshot).
-		f.applied.Store(e.Index)
+		f.setApplied(e.Index)
 		return
 	}
 	if _, dup := f.seen[id]; dup {
-		f.applied.Store(e.Index)
+		f.setApplied(e.Index)
 		return
 	}
 	if f.committed != nil {
@@ -1259,11 +1284,11 @@ func (f *raftFSM) applyLocked(e *raft.Log) {
 	if len(e.Data) == len(id) {
 		// A barrier (CatchUp): no command, only the point in the log
 		// its proposer waits to have applied.
-		f.applied.Store(e.Index)
+		f.setApplied(e.Index)
 	} else {
 		res = f.sm.Apply(e.Index, e.Data[len(id):])
 		f.remember(id)
-		f.applied.Store(e.Index)
+		f.setApplied(e.Index)
 	}
 	f.mu.Lock()
 	ch := f.waiters[id]
@@ -1318,7 +1343,7 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	for _, id := range ids {
 		f.remember(id)
 	}
-	f.applied.Store(index)
+	f.setApplied(index)
 	return nil
 }
 

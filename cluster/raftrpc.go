@@ -31,6 +31,7 @@ const (
 	metaRemove      = 'X' // payload: name
 	metaInfo        = 'I'
 	metaLastCommand = 'A' // no payload; answer: lastCommand's index (8 bytes, big-endian)
+	metaAwait       = 'W' // payload: an index (8 bytes); answered once the node applied it (AwaitPeers)
 )
 
 // maxMetaPayload bounds a request or response.
@@ -135,6 +136,13 @@ func (l *RaftLog) handle(op byte, payload []byte) ([]byte, error) {
 			return nil, nil
 		}
 		return entryAt{e.Index, e.Term}.appendTo(nil), nil
+	case metaAwait:
+		if len(payload) != 8 {
+			return nil, errors.New("cluster: bad await request")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), awaitPeersLimit)
+		defer cancel()
+		return nil, l.waitApplied(ctx, binary.BigEndian.Uint64(payload))
 	case metaLastCommand:
 		if l.raft.State() != raft.Leader {
 			return nil, raft.ErrNotLeader

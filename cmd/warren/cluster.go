@@ -165,6 +165,10 @@ func (c commandLog) Propose(ctx context.Context, cmd []byte) (broker.Applied, er
 // (broker.DefinitionSyncer, through broker.CommandDefinitionLog).
 func (c commandLog) Sync(ctx context.Context) error { return c.l.Sync(ctx) }
 
+// AwaitPeers waits until the other nodes applied index (definition
+// changes, through broker.CommandDefinitionLog).
+func (c commandLog) AwaitPeers(ctx context.Context, index uint64) { c.l.AwaitPeers(ctx, index) }
+
 // Begin implements broker.PipelineLog.
 func (c commandLog) Begin(buf []byte, committed func()) (func() (broker.Applied, error), bool) {
 	wait, ok := c.l.BeginFramed(buf, committed)
