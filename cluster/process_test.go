@@ -527,85 +527,78 @@ func TestClusterReplicatesDefinitions(t *testing.T) {
 	}
 }
 
+// dialEach opens a channel to each node, in confirm mode with confirm.
+func dialEach(t *testing.T, nodes []*wnode, confirm bool) []*amqp091.Channel {
+	t.Helper()
+	chans := make([]*amqp091.Channel, len(nodes))
+	for i, n := range nodes {
+		_, chans[i] = dial(t, n)
+		if confirm {
+			if err := chans[i].Confirm(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return chans
+}
+
 // TestClusterDeclareThenUseElsewhere: a queue or exchange declared
 // through one node is there, at once, for a client of another: a passive
-// declare, basic.get and a publish through the other nodes, made as soon as
-// the declare returned, never get NOT_FOUND (each node syncs its
-// definitions with the metadata leader before it answers that).
+// declare, basic.get and publishes through the other nodes, made as soon
+// as the declare returned, never get NOT_FOUND, and a message published
+// with a confirm to the queue through another node is in it (the declare
+// is answered once the other nodes applied it, and a node that finds
+// nothing syncs its definitions with the metadata leader before it answers
+// so).
 func TestClusterDeclareThenUseElsewhere(t *testing.T) {
 	nodes := threeNodes(t, localIPs)
 	startCluster(t, nodes...)
-	chans := make([]*amqp091.Channel, len(nodes))
-	for i, n := range nodes {
-		_, chans[i] = dial(t, n)
-	}
-	const rounds = 60
-	for i := range rounds {
-		decl := chans[i%3]
-		x, q := fmt.Sprintf("ryw.x.%d", i), fmt.Sprintf("ryw.q.%d", i)
-		if err := decl.ExchangeDeclare(x, "fanout", false, true, false, false, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := decl.QueueDeclare(q, false, false, false, false, nil); err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range []int{(i + 1) % 3, (i + 2) % 3} {
-			ch := chans[j]
-			if err := ch.ExchangeDeclarePassive(x, "fanout", false, true, false, false, nil); err != nil {
-				t.Fatalf("round %d: %s: exchange %s declared through %s: %v", i, nodes[j].name, x, nodes[i%3].name, err)
-			}
-			if _, _, err := ch.Get(q, true); err != nil {
-				t.Fatalf("round %d: %s: basic.get of %s declared through %s: %v", i, nodes[j].name, q, nodes[i%3].name, err)
-			}
-			if err := ch.PublishWithContext(t.Context(), x, "", false, false, amqp091.Publishing{Body: []byte("m")}); err != nil {
-				t.Fatal(err)
-			}
-			// The publish's refusal, had there been one, closes the
-			// channel before this answers.
-			if _, err := ch.QueueDeclarePassive(q, false, false, false, false, nil); err != nil {
-				t.Fatalf("round %d: %s: after publishing to %s declared through %s: %v", i, nodes[j].name, x, nodes[i%3].name, err)
-			}
-		}
-	}
-}
-
-// TestClusterDeclareThenPublishElsewhere: a message published, with a
-// confirm, through one node to a queue declared through another just
-// before is in the queue: the declare was answered once every node had
-// the queue, so the publishing node's routing finds it.
-func TestClusterDeclareThenPublishElsewhere(t *testing.T) {
-	nodes := threeNodes(t, localIPs)
-	startCluster(t, nodes...)
-	chans := make([]*amqp091.Channel, len(nodes))
-	for i, n := range nodes {
-		_, chans[i] = dial(t, n)
-		if err := chans[i].Confirm(false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const rounds = 60
-	for i := range rounds {
-		d, p := i%3, (i+1+i/3%2)%3
-		q := fmt.Sprintf("dtp.%d", i)
-		if _, err := chans[d].QueueDeclare(q, true, false, false, false, nil); err != nil {
-			t.Fatal(err)
-		}
-		c, err := chans[p].PublishWithDeferredConfirmWithContext(t.Context(), "", q, false, false,
-			amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(q)})
+	chans := dialEach(t, nodes, true)
+	publish := func(ch *amqp091.Channel, ex, key string) error {
+		c, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), ex, key, false, false,
+			amqp091.Publishing{DeliveryMode: amqp091.Persistent, Body: []byte(key)})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if ok, err := c.WaitContext(t.Context()); err != nil || !ok {
-			t.Fatalf("round %d: confirm: %v %v", i, ok, err)
+			return fmt.Errorf("confirm: %v %v", ok, err)
 		}
-		// Confirmed: the queue's home node (the declaring one) has it.
-		st, err := chans[d].QueueDeclarePassive(q, true, false, false, false, nil)
-		if err != nil {
+		return nil
+	}
+	const rounds = 60
+	for i := range rounds {
+		d := i % 3
+		x, q := fmt.Sprintf("ryw.x.%d", i), fmt.Sprintf("ryw.q.%d", i)
+		if err := chans[d].ExchangeDeclare(x, "fanout", false, true, false, false, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := st.Messages; got != 1 {
-			t.Fatalf("round %d: %s declared through %s, published through %s: %d messages, want 1",
-				i, q, nodes[d].name, nodes[p].name, got)
+		if _, err := chans[d].QueueDeclare(q, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Alternate which of the other two nodes goes first.
+		for _, j := range []int{(d + 1 + i/3%2) % 3, (d + 2 - i/3%2) % 3} {
+			ch, at := chans[j], fmt.Sprintf("round %d: %s, declared through %s, used through %s", i, q, nodes[d].name, nodes[j].name)
+			if err := ch.ExchangeDeclarePassive(x, "fanout", false, true, false, false, nil); err != nil {
+				t.Fatalf("%s: passive exchange: %v", at, err)
+			}
+			// Unroutable (no bindings), but not refused: a refusal
+			// closes the channel, and the next call fails.
+			if err := publish(ch, x, "none"); err != nil {
+				t.Fatalf("%s: publish to the exchange: %v", at, err)
+			}
+			if err := publish(ch, "", q); err != nil {
+				t.Fatalf("%s: publish to the queue: %v", at, err)
+			}
+			st, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+			if err != nil {
+				t.Fatalf("%s: passive queue: %v", at, err)
+			}
+			if st.Messages != 1 {
+				t.Fatalf("%s: %d messages after a confirmed publish, want 1", at, st.Messages)
+			}
+			if _, ok, err := ch.Get(q, true); err != nil || !ok {
+				t.Fatalf("%s: basic.get: %v %v", at, ok, err)
+			}
 		}
 	}
 }
