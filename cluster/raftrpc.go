@@ -24,7 +24,8 @@ import (
 //
 // propose (payload: request id ‖ command) and join/remove go to the leader
 // (a node that is not forwards them to the one it knows); last command is
-// answered by the leader only (Sync); info by the node asked.
+// answered by the leader only (Sync), and only to a member; await (once it
+// has applied the index, AwaitPeers) and info by the node asked.
 const (
 	metaPropose     = 'P'
 	metaJoin        = 'J' // payload: name 0x00 address
